@@ -1,0 +1,213 @@
+"""Settings: one validated object, built at the edge (CLI entry point, app factory) and passed in.
+
+Precedence, highest first: explicit arguments (e.g. `--db`), `TURNKEEPER_*` environment
+variables, the TOML config file, then the defaults below. The config file is
+`$TURNKEEPER_CONFIG` if set, else `turnkeeper.toml` in the user's config directory
+(platformdirs); keys may sit at the top level or under a `[turnkeeper]` table.
+
+Key names follow the seeds: seed 000 (`session_expiration`, `cleanup_interval`,
+`token_strategy`, `max_tokens`, `keep_recent_messages`) and seed 001 (`max_history_messages`,
+`max_context_tokens`, `reserved_tokens`, `context_strategy`); the aliases are accepted too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from turnkeeper.errors import InvalidConfig
+from turnkeeper.tokens import APPROX_ENCODING, EXACT_ENCODINGS
+from turnkeeper.types import StrategyName
+
+APP_NAME = "turnkeeper"
+
+_STRATEGY_ALIASES = {"summarization": "summarize", "sliding": "sliding_window"}
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([dhms]|ms)\s*)+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|[dhms])")
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(value: Any) -> Any:
+    """Accept Go-style durations as the seeds write them ("24h", "1h30m", "90s", "2d");
+    anything else is left for pydantic (seconds, ISO 8601 "PT2H", timedelta)."""
+    if isinstance(value, str) and _DURATION.match(value):
+        seconds = sum(
+            float(amount) * _UNIT_SECONDS[unit] for amount, unit in _DURATION_PART.findall(value)
+        )
+        return timedelta(seconds=seconds)
+    return value
+
+
+def default_database_url() -> str:
+    """The embedded default: a SQLite file in the user's data directory."""
+    path = Path(platformdirs.user_data_dir(APP_NAME)) / "turnkeeper.db"
+    return f"sqlite:///{path}"
+
+
+def default_config_path() -> Path:
+    env = os.environ.get("TURNKEEPER_CONFIG")
+    if env:
+        return Path(env)
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "turnkeeper.toml"
+
+
+class Settings(BaseSettings):
+    """Everything configurable. Invalid values fail at start-up with the key named."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TURNKEEPER_",
+        extra="forbid",
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+    database_url: str = Field(
+        default_factory=default_database_url,
+        description="Where sessions live: sqlite:///path/to/file.db (the default is in the "
+        "user's data directory).",
+    )
+    sqlite_synchronous: str = Field(
+        default="FULL",
+        description="SQLite `synchronous` pragma: FULL (every commit reaches the disk) or NORMAL.",
+    )
+    default_project: str = Field(default="default", min_length=1, max_length=200)
+
+    session_expiration: timedelta | None = Field(
+        default=timedelta(hours=24),
+        description="Lifetime of a new session (seed 000: 24h). 0 or null: never expires.",
+    )
+    cleanup_interval: timedelta = Field(
+        default=timedelta(hours=1), description="How often the service's sweeper runs expiry."
+    )
+    expiry_grace: timedelta = Field(
+        default=timedelta(0), description="How long an expired session is kept before gc deletes it."
+    )
+
+    strategy: StrategyName = Field(
+        default=StrategyName.SLIDING_WINDOW,
+        validation_alias=AliasChoices("strategy", "token_strategy", "context_strategy"),
+        description="Default context strategy.",
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Default token budget of a built context. Unset: budget_ratio × the model's "
+        "context window (seed 000's rule).",
+    )
+    budget_ratio: float = Field(default=0.8, gt=0, le=1)
+    default_context_window: int = Field(
+        default=128_000, gt=0, description="Context window assumed for an unknown model."
+    )
+    max_context_tokens: int = Field(
+        default=6000, gt=0, description="Budget of the `truncate` strategy (seed 001)."
+    )
+    reserved_tokens: int = Field(
+        default=4500,
+        ge=0,
+        description="Tokens `truncate` keeps free for system prompt, tools and reply (seed 001).",
+    )
+    max_history_messages: int = Field(
+        default=50, gt=0, description="Most messages `truncate` loads (seed 001)."
+    )
+    keep_recent_messages: int = Field(
+        default=10,
+        gt=0,
+        description="N of `recent` and K (verbatim tail) of `summarize` (seed 000).",
+    )
+    model: str = Field(default="gpt-4o", min_length=1, description="Default model name.")
+    token_encoding: str = Field(
+        default="o200k_base",
+        description="Encoding used to count stored messages (o200k_base, cl100k_base, or "
+        "approx_chars4). Fixed per database when it is created.",
+    )
+    max_message_bytes: int = Field(
+        default=1024 * 1024, gt=0, description="Largest message content accepted (UTF-8 bytes)."
+    )
+
+    @field_validator("strategy", mode="before")
+    @classmethod
+    def _strategy_alias(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _STRATEGY_ALIASES.get(value, value)
+        return value
+
+    @field_validator("session_expiration", mode="before")
+    @classmethod
+    def _never(cls, value: Any) -> Any:
+        if value in (0, "0", "never", "none", ""):
+            return None
+        return parse_duration(value)
+
+    @field_validator("cleanup_interval", "expiry_grace", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value)
+
+    @field_validator("sqlite_synchronous")
+    @classmethod
+    def _synchronous(cls, value: str) -> str:
+        upper = value.upper()
+        if upper not in {"FULL", "NORMAL", "EXTRA", "OFF"}:
+            raise ValueError("must be FULL, NORMAL, EXTRA or OFF")
+        return upper
+
+    @field_validator("token_encoding")
+    @classmethod
+    def _encoding(cls, value: str) -> str:
+        if value not in (*EXACT_ENCODINGS, APPROX_ENCODING):
+            raise ValueError(f"must be one of {', '.join((*EXACT_ENCODINGS, APPROX_ENCODING))}")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls))
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads the TOML config file (top level or `[turnkeeper]` table)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = default_config_path()
+        if not path.is_file():
+            return {}
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidConfig(str(path), f"cannot read config file: {exc}") from exc
+        section = data.get("turnkeeper", data)
+        if not isinstance(section, dict):
+            raise InvalidConfig(str(path), "[turnkeeper] must be a table")
+        return section
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings, turning validation errors into `InvalidConfig` naming the key."""
+    clean = {name: value for name, value in overrides.items() if value is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "settings"
+        raise InvalidConfig(key, f"{first['msg']} (got {first.get('input')!r})") from None

@@ -1,0 +1,131 @@
+"""Lazy access to one session's stored history, for the context builder.
+
+Strategies must cost what the window costs, not what the conversation costs, so they never get
+a list of every message: they get a `History` that reads the first message and pages backwards
+from the newest on demand, through the store's `(session_id, seq)` index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from turnkeeper.storage.base import Store
+from turnkeeper.types import Message
+
+
+class History(Protocol):
+    """The messages of one session (already filtered for `internal`), read lazily."""
+
+    @property
+    def messages_in_store(self) -> int:
+        """How many messages the session holds (before any filtering)."""
+        ...
+
+    @property
+    def messages_loaded(self) -> int:
+        """How many messages have been read so far (for the report)."""
+        ...
+
+    def head(self) -> Message | None:
+        """The oldest message, or None for an empty history."""
+        ...
+
+    def newest_first(self) -> Iterator[Message]:
+        """Messages from the newest back to the oldest, read a page at a time."""
+        ...
+
+    def chronological(self) -> list[Message]:
+        """Every message, oldest first (reads the whole history)."""
+        ...
+
+
+class StoreHistory:
+    """A `History` backed by a store; pages of `page_size` messages, newest first."""
+
+    def __init__(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        messages_in_store: int,
+        include_internal: bool,
+        page_size: int = 128,
+    ) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._count = messages_in_store
+        self._include_internal = include_internal
+        self._page_size = page_size
+        self._loaded: dict[int, Message] = {}
+
+    @property
+    def messages_in_store(self) -> int:
+        return self._count
+
+    @property
+    def messages_loaded(self) -> int:
+        return len(self._loaded)
+
+    def _remember(self, messages: Sequence[Message]) -> list[Message]:
+        for message in messages:
+            self._loaded[message.seq] = message
+        return list(messages)
+
+    def head(self) -> Message | None:
+        first = self._store.read_messages(
+            self._session_id, include_internal=self._include_internal, limit=1
+        )
+        return self._remember(first)[0] if first else None
+
+    def newest_first(self) -> Iterator[Message]:
+        upper: int | None = None
+        while True:
+            page = self._store.read_messages(
+                self._session_id,
+                to_seq=upper,
+                include_internal=self._include_internal,
+                newest_first=True,
+                limit=self._page_size,
+            )
+            yield from self._remember(page)
+            if len(page) < self._page_size:
+                return
+            upper = page[-1].seq - 1
+
+    def chronological(self) -> list[Message]:
+        return self._remember(
+            self._store.read_messages(self._session_id, include_internal=self._include_internal)
+        )
+
+
+class ListHistory:
+    """A `History` over messages already in memory (tests, imports, previews)."""
+
+    def __init__(self, messages: Sequence[Message], *, messages_in_store: int | None = None):
+        self._messages = sorted(messages, key=lambda message: message.seq)
+        self._count = len(self._messages) if messages_in_store is None else messages_in_store
+        self._loaded: set[int] = set()
+
+    @property
+    def messages_in_store(self) -> int:
+        return self._count
+
+    @property
+    def messages_loaded(self) -> int:
+        return len(self._loaded)
+
+    def head(self) -> Message | None:
+        if not self._messages:
+            return None
+        self._loaded.add(self._messages[0].seq)
+        return self._messages[0]
+
+    def newest_first(self) -> Iterator[Message]:
+        for message in reversed(self._messages):
+            self._loaded.add(message.seq)
+            yield message
+
+    def chronological(self) -> list[Message]:
+        self._loaded.update(message.seq for message in self._messages)
+        return list(self._messages)

@@ -1,0 +1,94 @@
+"""One documented exception tree for every turnkeeper interface.
+
+Backends map their driver errors onto these once, at the boundary; the CLI turns any
+`TurnkeeperError` into a single line on stderr, and (later) the HTTP app maps each class to a
+problem response. Callers catch `TurnkeeperError` to handle all of them.
+
+    TurnkeeperError
+    ├── NotFound
+    │   └── SessionNotFound
+    ├── SessionExpired
+    ├── Conflict                 (key taken, expected_last_seq stale, id reused, archived)
+    │   └── SeqConflict
+    ├── InvalidInput             (bad value supplied by a caller; names the field)
+    │   ├── InvalidMessage
+    │   └── InvalidConfig
+    ├── ContextBudgetExceeded
+    └── BackendUnavailable
+"""
+
+from __future__ import annotations
+
+
+class TurnkeeperError(Exception):
+    """Base of every error turnkeeper raises on purpose."""
+
+
+class NotFound(TurnkeeperError):
+    """Something addressed by id or key does not exist (or is not visible to the caller)."""
+
+
+class SessionNotFound(NotFound):
+    """No session has this id, or no session of the project has this key."""
+
+    def __init__(self, ref: str, project: str | None = None) -> None:
+        where = f" in project {project!r}" if project else ""
+        super().__init__(f"session {ref!r} not found{where}")
+        self.ref = ref
+        self.project = project
+
+
+class SessionExpired(TurnkeeperError):
+    """The session is past its `expires_at`; it is readable for audit but never served as live."""
+
+    def __init__(self, session_id: str, expires_at: str) -> None:
+        super().__init__(f"session {session_id} expired at {expires_at}")
+        self.session_id = session_id
+        self.expires_at = expires_at
+
+
+class Conflict(TurnkeeperError):
+    """The request is well-formed but clashes with the stored state."""
+
+
+class SeqConflict(Conflict):
+    """An append carried `expected_last_seq`, and the session has moved on since."""
+
+    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"session {session_id}: expected_last_seq is {expected} but the last seq is {actual}"
+        )
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+
+
+class InvalidInput(TurnkeeperError):
+    """A value supplied by the caller is not acceptable. `field` names it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class InvalidMessage(InvalidInput):
+    """A message to append is malformed (role, content, size, metadata, tool calls…)."""
+
+
+class InvalidConfig(InvalidInput):
+    """A configuration value (file, environment or argument) is not acceptable."""
+
+
+class ContextBudgetExceeded(TurnkeeperError):
+    """What must be in the window (the triggering message, or all of `full`) cannot fit."""
+
+    def __init__(self, what: str, needed: int, budget: int) -> None:
+        super().__init__(f"{what} needs {needed} tokens but the budget is {budget} tokens")
+        self.what = what
+        self.needed = needed
+        self.budget = budget
+
+
+class BackendUnavailable(TurnkeeperError):
+    """The storage backend cannot be reached or refused to work."""

@@ -1,0 +1,172 @@
+"""The storage contract every backend implements.
+
+A store persists sessions and messages and guarantees ordering and atomicity; it does not
+validate message content or count tokens (the service layer hands it finished
+`MessageDraft`s) and it never decides what a model sees. Every method takes the session
+explicitly, so one store serves any number of sessions and processes.
+
+Times are passed in (`now`) rather than read from the clock, so behaviour around expiry is
+decided by the caller and is testable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from turnkeeper.types import (
+    ExpiryReport,
+    Message,
+    MessageDraft,
+    NewSession,
+    Page,
+    ProjectStats,
+    Session,
+    SessionFilter,
+    SessionPatch,
+    SessionStats,
+    SessionStatus,
+)
+
+
+class Store(Protocol):
+    """Durable sessions and messages.
+
+    Errors: a missing session raises `SessionNotFound`; a write that clashes with stored state
+    raises `Conflict` (or `SeqConflict`, `SessionExpired`); an unreachable backend raises
+    `BackendUnavailable`. A failed call changes nothing.
+    """
+
+    url: str
+    """Where the data lives (a URL with any password removed)."""
+
+    def meta(self, name: str, default: str) -> str:
+        """A database-wide setting, fixed the first time it is asked for.
+
+        The first call stores `default`; every later call (from any process) returns that
+        stored value. Used for the token encoding the stored counts were made with.
+        """
+        ...
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def create_session(self, new: NewSession, *, now: datetime) -> Session:
+        """Store a new active session with a fresh UUID.
+
+        Raises `Conflict` if `new.key` is held by another active session of the project.
+        """
+        ...
+
+    def get_or_create_session(self, new: NewSession, *, now: datetime) -> tuple[Session, bool]:
+        """Return the live session holding `new.key` in `new.project`, or create one.
+
+        A live session past its `expires_at` is marked expired first (it stays readable) and a new
+        session takes the key. Returns the session and whether it was created. Atomic: two
+        concurrent callers get the same session.
+        """
+        ...
+
+    def get_session(self, session_id: str) -> Session:
+        """The session with this id, whatever its status."""
+        ...
+
+    def find_session_by_key(self, project: str, key: str) -> Session:
+        """The active session holding `key` in `project`; failing that, the most recently
+        updated archived or expired session that held it."""
+        ...
+
+    def list_sessions(
+        self, where: SessionFilter, *, limit: int, cursor: str | None = None
+    ) -> Page[Session]:
+        """Sessions matching `where`, most recently updated first (ties by id).
+
+        `cursor` is an opaque `Page.next_cursor` from a previous call with the same filter.
+        """
+        ...
+
+    def update_session(self, session_id: str, patch: SessionPatch, *, now: datetime) -> Session:
+        """Apply the set fields of `patch`; bumps `updated_at` and `version`."""
+        ...
+
+    def set_status(self, session_id: str, status: SessionStatus, *, now: datetime) -> Session:
+        """Move a session to `status` (archive, expire, or reactivate an archived one)."""
+        ...
+
+    def reset_session(
+        self, session_id: str, *, keep_system_message: bool, now: datetime
+    ) -> Session:
+        """Delete the session's messages; with `keep_system_message`, keep the message at seq 1
+        if it is a system message. Totals are recomputed and seq continues from what is left."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session and all its messages."""
+        ...
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append_messages(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> list[Message]:
+        """Append `drafts` in order, atomically, giving them the next gapless seqs.
+
+        A draft whose id is already stored in this session is not stored again: the stored
+        message is returned in its place (idempotent retries). If every draft is already stored,
+        nothing is checked or written. Otherwise:
+        - `expected_last_seq`, when given, must equal the session's last seq (`SeqConflict`);
+        - the session must be active (`Conflict`) and not past `expires_at` (`SessionExpired`);
+        - an id stored in another session raises `Conflict`.
+        """
+        ...
+
+    def read_messages(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """Messages with `from_seq <= seq <= to_seq` (bounds inclusive, None = open), ordered by
+        seq (descending with `newest_first`), at most `limit` of them. Served by the
+        `(session_id, seq)` index: the cost grows with what is returned, not the session."""
+        ...
+
+    # -- lifecycle and statistics -----------------------------------------------------------
+
+    def expire_sessions(
+        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
+    ) -> ExpiryReport:
+        """Mark active sessions whose `expires_at <= now` as expired; with `delete`, also delete
+        expired sessions whose `expires_at <= now - grace`. Returns the ids affected."""
+        ...
+
+    def session_stats(self, session_id: str) -> SessionStats:
+        """Counts and token totals of one session."""
+        ...
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        """Totals per project (one project, or all of them ordered by name)."""
+        ...
+
+    # -- bulk transfer ----------------------------------------------------------------------
+
+    def import_session(self, session: Session, messages: Sequence[Message]) -> int:
+        """Store a session and its messages exactly as given (ids, seqs, times, counts).
+
+        Idempotent: an existing session is kept and only messages whose id is not yet stored
+        are added. Returns how many messages were added.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+        ...

@@ -1,0 +1,281 @@
+"""Domain values: sessions, messages and context windows.
+
+These are plain frozen dataclasses with no storage flags and no settings lookups, so every
+layer (store, context builder, CLI, HTTP) can pass them around freely. Wire shapes (JSONL,
+HTTP schemas) are declared elsewhere and converted at the edges.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+JSONObject = Mapping[str, Any]
+T = TypeVar("T")
+
+
+class Role(enum.StrEnum):
+    """Who speaks a message, in the OpenAI chat vocabulary."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class SessionStatus(enum.StrEnum):
+    """Lifecycle of a session. Only `active` sessions are live (served, appendable)."""
+
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    EXPIRED = "expired"
+
+
+class StrategyName(enum.StrEnum):
+    """The context strategies (see the architecture's strategy table)."""
+
+    FULL = "full"
+    RECENT = "recent"
+    SLIDING_WINDOW = "sliding_window"
+    TRUNCATE = "truncate"
+    SUMMARIZE = "summarize"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens the model reported for producing a message (input = prompt, output = completion)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation: its identity, lifecycle and running totals."""
+
+    id: str
+    project: str
+    status: SessionStatus
+    created_at: datetime
+    updated_at: datetime
+    key: str | None = None
+    subject: str | None = None
+    kind: str | None = None
+    title: str | None = None
+    phase: str | None = None
+    expires_at: datetime | None = None
+    message_count: int = 0
+    last_seq: int = 0
+    stored_tokens: int = 0
+    usage_input_tokens: int = 0
+    usage_output_tokens: int = 0
+    metadata: JSONObject = field(default_factory=dict)
+    version: int = 0
+
+    def is_expired_at(self, now: datetime) -> bool:
+        """True when the session is marked expired or is past its `expires_at`."""
+        if self.status is SessionStatus.EXPIRED:
+            return True
+        return self.expires_at is not None and self.expires_at <= now
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One stored turn. `seq` is gapless per session; `tokens` was counted once, at write time."""
+
+    id: str
+    session_id: str
+    seq: int
+    role: Role
+    content: str
+    created_at: datetime
+    tokens: int
+    author: str | None = None
+    internal: bool = False
+    usage: Usage | None = None
+    tool_calls: tuple[JSONObject, ...] | None = None
+    tool_call_id: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message a caller wants to append (or to use as the pending turn of a context build).
+
+    `id` is optional: when given, appending the same id twice stores it once.
+    """
+
+    role: Role | str
+    content: str = ""
+    author: str | None = None
+    internal: bool = False
+    id: str | None = None
+    usage: Usage | None = None
+    tool_calls: tuple[JSONObject, ...] | list[JSONObject] | None = None
+    tool_call_id: str | None = None
+    metadata: JSONObject | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDraft:
+    """A validated message with its token count, ready for a store to persist."""
+
+    id: str
+    role: Role
+    content: str
+    tokens: int
+    created_at: datetime
+    author: str | None = None
+    internal: bool = False
+    usage: Usage | None = None
+    tool_calls: tuple[JSONObject, ...] | None = None
+    tool_call_id: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    """Fields a caller may set when a session is created."""
+
+    project: str
+    key: str | None = None
+    subject: str | None = None
+    kind: str | None = None
+    title: str | None = None
+    phase: str | None = None
+    expires_at: datetime | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPatch:
+    """Fields to change on a session; a field left as `UNSET` is not touched."""
+
+    title: str | None = _UNSET
+    phase: str | None = _UNSET
+    metadata: JSONObject = _UNSET
+    expires_at: datetime | None = _UNSET
+
+    def changes(self) -> dict[str, Any]:
+        """The fields that were set, by name."""
+        return {
+            name: getattr(self, name)
+            for name in ("title", "phase", "metadata", "expires_at")
+            if getattr(self, name) is not _UNSET
+        }
+
+
+UNSET: Any = _UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Which sessions `list_sessions` returns. `None` means "any"."""
+
+    project: str | None = None
+    subject: str | None = None
+    kind: str | None = None
+    status: SessionStatus | None = None
+    key: str | None = None
+    updated_since: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing; pass `next_cursor` back to get the next page (None = last page)."""
+
+    items: tuple[T, ...]
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryReport:
+    """What one `expire()` run did."""
+
+    expired: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """Per-session statistics."""
+
+    session_id: str
+    message_count: int
+    user_facing_messages: int
+    internal_messages: int
+    messages_by_role: Mapping[str, int]
+    stored_tokens: int
+    usage_input_tokens: int
+    usage_output_tokens: int
+    first_message_at: datetime | None
+    last_message_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectStats:
+    """Per-project statistics (over all sessions of the project, whatever their status)."""
+
+    project: str
+    sessions_by_status: Mapping[str, int]
+    message_count: int
+    stored_tokens: int
+    usage_input_tokens: int
+    usage_output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContextMessage:
+    """One entry of a built window: a role and text plus where it came from.
+
+    `seq` is the stored message it renders (None for markers, summaries and a pending turn that
+    is not stored yet). `kind` tells them apart for reports and UIs.
+    """
+
+    role: Role
+    content: str
+    tokens: int
+    kind: str = "message"  # message | marker | summary | pending
+    seq: int | None = None
+    message_id: str | None = None
+    author: str | None = None
+    tool_calls: tuple[JSONObject, ...] | None = None
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextReport:
+    """What a context build did; the numbers the `conversation_context_loaded` event logs."""
+
+    strategy: StrategyName
+    session_id: str
+    messages_in_store: int
+    messages_loaded: int
+    messages_included: int
+    messages_dropped: int
+    messages_summarized: int
+    tokens_used: int
+    budget: int
+    encoding: str
+    markers: tuple[str, ...] = ()
+    dropped_seqs: tuple[int, ...] = ()
+    summarized_seqs: tuple[int, ...] = ()
+
+    @property
+    def truncated(self) -> bool:
+        """True when anything stored was left out or summarized."""
+        return self.messages_dropped > 0 or self.messages_summarized > 0
+
+
+@dataclass(frozen=True, slots=True)
+class ContextWindow:
+    """The message list the model sees, and the report of how it was built."""
+
+    messages: tuple[ContextMessage, ...]
+    report: ContextReport

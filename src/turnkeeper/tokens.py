@@ -19,7 +19,8 @@ import json
 import threading
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from importlib import resources
+import importlib.util
+from pathlib import Path
 from typing import Any, Protocol
 
 from turnkeeper.errors import InvalidConfig
@@ -173,6 +174,15 @@ class ApproxCounter(_ChatFormatCounter):
 _load_lock = threading.Lock()
 
 
+def _bundled_data_dir() -> Path:
+    """Where `bpe-openai` keeps its rank files, found without importing the package (its
+    import loads a native tokenizer we do not use)."""
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidConfig("token_encoding", "the bpe-openai package is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
 @lru_cache(maxsize=None)
 def _load_encoding(name: str) -> Any:
     import tiktoken
@@ -185,7 +195,7 @@ def _load_encoding(name: str) -> Any:
             f" or {APPROX_ENCODING}",
         )
     with _load_lock:
-        data = (resources.files("bpe_openai") / "data" / f"{name}.tiktoken.gz").read_bytes()
+        data = (_bundled_data_dir() / f"{name}.tiktoken.gz").read_bytes()
         raw = gzip.decompress(data)
         if hashlib.sha256(raw).hexdigest() != spec["sha256"]:
             raise InvalidConfig("token_encoding", f"bundled rank file for {name} is corrupt")

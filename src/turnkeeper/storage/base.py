@@ -140,6 +140,12 @@ class Store(Protocol):
         `(session_id, seq)` index: the cost grows with what is returned, not the session."""
         ...
 
+    def count_messages(
+        self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
+    ) -> int:
+        """How many messages have `seq < before_seq` (all of them when None), via the index."""
+        ...
+
     # -- lifecycle and statistics -----------------------------------------------------------
 
     def expire_sessions(

@@ -1,0 +1,102 @@
+"""turnkeeper: conversation memory for LLM products and agents.
+
+    import turnkeeper
+    with turnkeeper.open("sqlite:///chat.db") as tk:
+        session, _ = tk.get_or_create_session("support-42")
+        tk.append(session, "system", "You are a helpful assistant.")
+        tk.append(session, "user", "Hello!")
+        window = tk.context(session, strategy="sliding_window", max_tokens=8000)
+        messages = turnkeeper.to_openai(window)
+
+Everything public is listed in `__all__`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnkeeper.config import Settings, load_settings
+from turnkeeper.context.formats import to_anthropic, to_openai
+from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
+from turnkeeper.errors import (
+    BackendUnavailable,
+    Conflict,
+    ContextBudgetExceeded,
+    InvalidConfig,
+    InvalidInput,
+    InvalidMessage,
+    NotFound,
+    SeqConflict,
+    SessionExpired,
+    SessionNotFound,
+    TurnkeeperError,
+)
+from turnkeeper.service import Turnkeeper
+from turnkeeper.storage import Store, open_store
+from turnkeeper.types import (
+    ContextMessage,
+    ContextReport,
+    ContextWindow,
+    ExpiryReport,
+    Message,
+    NewMessage,
+    Page,
+    ProjectStats,
+    Role,
+    Session,
+    SessionStats,
+    SessionStatus,
+    StrategyName,
+    Usage,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnavailable",
+    "Conflict",
+    "ContextBudgetExceeded",
+    "ContextMessage",
+    "ContextReport",
+    "ContextWindow",
+    "ExpiryReport",
+    "ExtractiveSummarizer",
+    "InvalidConfig",
+    "InvalidInput",
+    "InvalidMessage",
+    "Message",
+    "NewMessage",
+    "NotFound",
+    "Page",
+    "ProjectStats",
+    "Role",
+    "SeqConflict",
+    "Session",
+    "SessionExpired",
+    "SessionNotFound",
+    "SessionStats",
+    "SessionStatus",
+    "Settings",
+    "Store",
+    "StrategyName",
+    "Summarizer",
+    "Turnkeeper",
+    "TurnkeeperError",
+    "Usage",
+    "__version__",
+    "load_settings",
+    "open",
+    "to_anthropic",
+    "to_openai",
+]
+
+
+def open(url: str | None = None, *, settings: Settings | None = None, **overrides: Any) -> Turnkeeper:  # noqa: A001
+    """Open turnkeeper on a database URL (default: the configured one, else the embedded SQLite
+    file in the user's data directory). `overrides` are settings by name, e.g.
+    `open(url, session_expiration=None, strategy="truncate")`."""
+    if settings is None:
+        settings = load_settings(database_url=url, **overrides)
+    elif url is not None or overrides:
+        settings = settings.model_copy(update={"database_url": url or settings.database_url, **overrides})
+    return Turnkeeper(open_store(settings.database_url, settings), settings)

@@ -1,0 +1,236 @@
+"""turnkeeper's JSONL export format: the wire shape of sessions and messages on disk.
+
+One JSON object per line: a `{"type": "session", ...}` record followed by that session's
+`{"type": "message", ...}` records in seq order. Every field is kept (ids, seqs, times to the
+microsecond, token counts, usage), so export → import round-trips exactly, and importing the
+same file twice adds nothing the second time. The same format is the cold-storage archive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
+from turnkeeper.storage.base import Store
+from turnkeeper.storage.codec import from_ts, from_ts_or_none, to_ts, to_ts_or_none
+from turnkeeper.types import Message, Role, Session, SessionStatus, Usage
+
+FORMAT_VERSION = 1
+
+
+def session_record(session: Session) -> dict[str, Any]:
+    return {
+        "type": "session",
+        "format": FORMAT_VERSION,
+        "id": session.id,
+        "key": session.key,
+        "project": session.project,
+        "subject": session.subject,
+        "kind": session.kind,
+        "title": session.title,
+        "phase": session.phase,
+        "status": session.status.value,
+        "created_at": to_ts(session.created_at),
+        "updated_at": to_ts(session.updated_at),
+        "expires_at": to_ts_or_none(session.expires_at),
+        "message_count": session.message_count,
+        "last_seq": session.last_seq,
+        "stored_tokens": session.stored_tokens,
+        "usage_input_tokens": session.usage_input_tokens,
+        "usage_output_tokens": session.usage_output_tokens,
+        "metadata": dict(session.metadata),
+        "version": session.version,
+    }
+
+
+def message_record(message: Message) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": message.id,
+        "session_id": message.session_id,
+        "seq": message.seq,
+        "role": message.role.value,
+        "author": message.author,
+        "content": message.content,
+        "internal": message.internal,
+        "created_at": to_ts(message.created_at),
+        "tokens": message.tokens,
+        "usage": (
+            None
+            if message.usage is None
+            else {
+                "input_tokens": message.usage.input_tokens,
+                "output_tokens": message.usage.output_tokens,
+            }
+        ),
+        "tool_calls": list(message.tool_calls) if message.tool_calls is not None else None,
+        "tool_call_id": message.tool_call_id,
+        "metadata": dict(message.metadata),
+    }
+
+
+def session_from_record(record: dict[str, Any]) -> Session:
+    return Session(
+        id=record["id"],
+        key=record.get("key"),
+        project=record["project"],
+        subject=record.get("subject"),
+        kind=record.get("kind"),
+        title=record.get("title"),
+        phase=record.get("phase"),
+        status=SessionStatus(record["status"]),
+        created_at=from_ts(record["created_at"]),
+        updated_at=from_ts(record["updated_at"]),
+        expires_at=from_ts_or_none(record.get("expires_at")),
+        message_count=int(record.get("message_count", 0)),
+        last_seq=int(record.get("last_seq", 0)),
+        stored_tokens=int(record.get("stored_tokens", 0)),
+        usage_input_tokens=int(record.get("usage_input_tokens", 0)),
+        usage_output_tokens=int(record.get("usage_output_tokens", 0)),
+        metadata=_object(record.get("metadata"), "metadata"),
+        version=int(record.get("version", 0)),
+    )
+
+
+def message_from_record(record: dict[str, Any]) -> Message:
+    usage = record.get("usage")
+    tool_calls = record.get("tool_calls")
+    content = record["content"]
+    if not isinstance(content, str):
+        raise ValueError("content must be text")
+    return Message(
+        id=str(record["id"]),
+        session_id=str(record["session_id"]),
+        seq=int(record["seq"]),
+        role=Role(record["role"]),
+        author=record.get("author"),
+        content=content,
+        internal=bool(record.get("internal", False)),
+        created_at=from_ts(record["created_at"]),
+        tokens=int(record["tokens"]),
+        usage=None if usage is None else Usage(int(usage["input_tokens"]), int(usage["output_tokens"])),
+        tool_calls=tuple(tool_calls) if tool_calls is not None else None,
+        tool_call_id=record.get("tool_call_id"),
+        metadata=_object(record.get("metadata"), "metadata"),
+    )
+
+
+def _object(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object")
+    return value
+
+
+def export_sessions(
+    store: Store,
+    session_ids: Iterable[str],
+    out: IO[str],
+    *,
+    progress: Callable[[Session], None] | None = None,
+) -> tuple[int, int]:
+    """Write sessions and their messages as JSONL. Returns (sessions, messages) written."""
+    sessions = messages = 0
+    for session_id in session_ids:
+        session = store.get_session(session_id)
+        out.write(json.dumps(session_record(session), ensure_ascii=False) + "\n")
+        for message in store.read_messages(session.id):
+            out.write(json.dumps(message_record(message), ensure_ascii=False) + "\n")
+            messages += 1
+        sessions += 1
+        if progress is not None:
+            progress(session)
+    return sessions, messages
+
+
+@dataclass
+class ImportReport:
+    """What an import did (or, in a dry run, would do). `errors` name file and line."""
+
+    sessions_seen: int = 0
+    sessions_created: int = 0
+    messages_seen: int = 0
+    messages_added: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Batch:
+    session: Session
+    line: int
+    messages: list[Message] = field(default_factory=list)
+
+
+def _batches(path: Path, lines: Iterable[str], report: ImportReport) -> Iterator[_Batch]:
+    """Group records into per-session batches; malformed lines are reported and skipped."""
+    batch: _Batch | None = None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("a record must be a JSON object")
+            kind = record.get("type")
+            if kind == "session":
+                if batch is not None:
+                    yield batch
+                batch = _Batch(session_from_record(record), number)
+                report.sessions_seen += 1
+            elif kind == "message":
+                message = message_from_record(record)
+                if batch is None or message.session_id != batch.session.id:
+                    raise ValueError("message record does not follow its session record")
+                batch.messages.append(message)
+                report.messages_seen += 1
+            else:
+                raise ValueError(f"unknown record type {kind!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            report.errors.append(f"{path}:{number}: {detail}")
+    if batch is not None:
+        yield batch
+
+
+def import_sessions(
+    store: Store,
+    path: Path,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[Session], None] | None = None,
+) -> ImportReport:
+    """Import a JSONL export. Idempotent; malformed lines are reported, the rest imported."""
+    report = ImportReport()
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput("file", f"cannot read {path}: {exc.strerror}") from None
+    with handle:
+        for batch in _batches(path, handle, report):
+            try:
+                existing = store.get_session(batch.session.id)
+            except SessionNotFound:
+                existing = None
+            if dry_run:
+                known = (
+                    set()
+                    if existing is None
+                    else {m.id for m in store.read_messages(existing.id)}
+                )
+                report.sessions_created += existing is None
+                report.messages_added += sum(m.id not in known for m in batch.messages)
+            else:
+                try:
+                    report.messages_added += store.import_session(batch.session, batch.messages)
+                except TurnkeeperError as exc:  # reported per session; the import goes on
+                    report.errors.append(f"{path}:{batch.line}: {exc}")
+                    continue
+                report.sessions_created += existing is None
+            if progress is not None:
+                progress(batch.session)
+    return report

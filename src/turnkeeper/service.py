@@ -1,0 +1,484 @@
+"""The service layer: every operation turnkeeper offers, over any `Store`.
+
+The CLI, and later the HTTP API and UI, are thin shells over this class: they parse input, call
+one method and format the result. Validation, token counting at write time, session-reference
+resolution (id or key), expiry rules and context building all live here, so every interface
+behaves the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from turnkeeper.config import Settings
+from turnkeeper.context.builder import ContextBuilder
+from turnkeeper.context.history import StoreHistory
+from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
+from turnkeeper.errors import InvalidInput, SessionExpired, SessionNotFound
+from turnkeeper.storage.base import Store
+from turnkeeper.storage.codec import to_ts_or_none
+from turnkeeper.tokens import (
+    TokenCounter,
+    context_window_for_model,
+    counter_for,
+    encoding_for_model,
+)
+from turnkeeper.types import (
+    UNSET,
+    ContextWindow,
+    ExpiryReport,
+    JSONObject,
+    Message,
+    MessageDraft,
+    NewMessage,
+    NewSession,
+    Page,
+    ProjectStats,
+    Role,
+    Session,
+    SessionFilter,
+    SessionPatch,
+    SessionStats,
+    SessionStatus,
+    StrategyName,
+    Usage,
+)
+from turnkeeper.validation import (
+    check_message,
+    check_metadata,
+    check_name,
+    check_non_negative,
+    check_positive,
+    check_strategy,
+    check_text,
+)
+
+SessionRef = Session | str
+"""A session, its id, or its key (looked up in the project)."""
+
+MAX_PAGE = 1000
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Turnkeeper:
+    """Conversation memory over a store. Open one with `turnkeeper.open()`.
+
+    Usable as a context manager; `close()` releases the store.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self._clock = clock
+        self._summarizer = summarizer or ExtractiveSummarizer()
+        self.encoding = store.meta("token_encoding", settings.token_encoding)
+        """Encoding the stored token counts were made with (fixed when the database was made)."""
+
+    def __enter__(self) -> Turnkeeper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The tokenizer stored counts are made with."""
+        return counter_for(self.encoding)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def _project(self, project: str | None) -> str:
+        return check_name("project", project) or self.settings.default_project
+
+    def _new_session(
+        self,
+        *,
+        key: str | None,
+        project: str | None,
+        subject: str | None,
+        kind: str | None,
+        title: str | None,
+        phase: str | None,
+        metadata: JSONObject | None,
+        ttl: timedelta | None | Any,
+    ) -> NewSession:
+        lifetime = self.settings.session_expiration if ttl is UNSET else ttl
+        if lifetime is not None and lifetime <= timedelta(0):
+            raise InvalidInput("ttl", "must be positive (or None for a session that never expires)")
+        return NewSession(
+            project=self._project(project),
+            key=check_name("key", key),
+            subject=check_text("subject", subject, max_length=255),
+            kind=check_text("kind", kind, max_length=100),
+            title=check_text("title", title),
+            phase=check_text("phase", phase, max_length=100),
+            expires_at=None if lifetime is None else self._clock() + lifetime,
+            metadata=check_metadata("metadata", metadata),
+        )
+
+    def create_session(
+        self,
+        *,
+        key: str | None = None,
+        project: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        title: str | None = None,
+        phase: str | None = None,
+        metadata: JSONObject | None = None,
+        ttl: timedelta | None | Any = UNSET,
+    ) -> Session:
+        """Create a session. `ttl` overrides `session_expiration` (None: never expires).
+
+        Raises `Conflict` if `key` is held by a live session of the project.
+        """
+        new = self._new_session(
+            key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
+            metadata=metadata, ttl=ttl,
+        )  # fmt: skip
+        return self.store.create_session(new, now=self._clock())
+
+    def get_or_create_session(
+        self,
+        key: str,
+        *,
+        project: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        title: str | None = None,
+        phase: str | None = None,
+        metadata: JSONObject | None = None,
+        ttl: timedelta | None | Any = UNSET,
+    ) -> tuple[Session, bool]:
+        """The live session holding `key`, or a new one (the other fields apply only to a new
+        session). An expired holder stays readable as expired; a new session takes the key.
+        Returns the session and whether it was created."""
+        if key is None:
+            raise InvalidInput("key", "get-or-create needs a key")
+        new = self._new_session(
+            key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
+            metadata=metadata, ttl=ttl,
+        )  # fmt: skip
+        return self.store.get_or_create_session(new, now=self._clock())
+
+    def _present(self, session: Session) -> Session:
+        """An active session past its expiry is shown as expired: it is never live again."""
+        if session.status is SessionStatus.ACTIVE and session.is_expired_at(self._clock()):
+            return dataclasses.replace(session, status=SessionStatus.EXPIRED)
+        return session
+
+    def get_session(self, ref: SessionRef, *, project: str | None = None) -> Session:
+        """A session by id or key. With `project`, a session of another project is not found
+        (isolation). A key is looked up in `project` (default: the configured default)."""
+        if isinstance(ref, Session):
+            ref = ref.id
+        if not isinstance(ref, str) or not ref:
+            raise InvalidInput("session", "must be a session id or key")
+        try:
+            found = self.store.get_session(ref)
+        except SessionNotFound:
+            check_name("session", ref)
+            found = self.store.find_session_by_key(self._project(project), ref)
+        if project is not None and found.project != project:
+            raise SessionNotFound(ref, project)
+        return self._present(found)
+
+    def list_sessions(
+        self,
+        *,
+        project: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        status: SessionStatus | str | None = None,
+        key: str | None = None,
+        updated_since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Session]:
+        """Sessions, most recently updated first, `limit` per page (at most 1000)."""
+        check_positive("limit", limit)
+        if status is not None:
+            try:
+                status = SessionStatus(status)
+            except ValueError:
+                names = ", ".join(s.value for s in SessionStatus)
+                raise InvalidInput("status", f"unknown status {status!r}; use {names}") from None
+        where = SessionFilter(
+            project=check_name("project", project),
+            subject=subject,
+            kind=kind,
+            status=status,
+            key=key,
+            updated_since=updated_since,
+        )
+        page = self.store.list_sessions(where, limit=min(limit, MAX_PAGE), cursor=cursor)
+        return Page(tuple(self._present(s) for s in page.items), page.next_cursor)
+
+    def update_session(
+        self,
+        ref: SessionRef,
+        *,
+        title: str | None | Any = UNSET,
+        phase: str | None | Any = UNSET,
+        metadata: JSONObject | Any = UNSET,
+        project: str | None = None,
+    ) -> Session:
+        """Change title, phase and/or metadata (metadata is replaced as a whole)."""
+        session = self.get_session(ref, project=project)
+        patch = SessionPatch(
+            title=UNSET if title is UNSET else check_text("title", title),
+            phase=UNSET if phase is UNSET else check_text("phase", phase, max_length=100),
+            metadata=UNSET if metadata is UNSET else check_metadata("metadata", metadata),
+        )
+        return self._present(self.store.update_session(session.id, patch, now=self._clock()))
+
+    def reset_session(
+        self, ref: SessionRef, *, keep_system_message: bool = False, project: str | None = None
+    ) -> Session:
+        """Clear the messages, keeping the session (and, if asked, its first system message)."""
+        session = self.get_session(ref, project=project)
+        return self._present(
+            self.store.reset_session(
+                session.id, keep_system_message=keep_system_message, now=self._clock()
+            )
+        )
+
+    def archive_session(self, ref: SessionRef, *, project: str | None = None) -> Session:
+        """Mark the session archived: readable, no longer live (its key becomes free)."""
+        session = self.get_session(ref, project=project)
+        return self.store.set_status(session.id, SessionStatus.ARCHIVED, now=self._clock())
+
+    def delete_session(self, ref: SessionRef, *, project: str | None = None) -> None:
+        """Delete the session and its messages."""
+        self.store.delete_session(self.get_session(ref, project=project).id)
+
+    def expire(self, *, delete: bool = False, grace: timedelta | None = None) -> ExpiryReport:
+        """Mark sessions past `expires_at` expired; with `delete`, delete expired sessions
+        older than the grace period (default: `expiry_grace`)."""
+        return self.store.expire_sessions(
+            now=self._clock(),
+            delete=delete,
+            grace=self.settings.expiry_grace if grace is None else grace,
+        )
+
+    def session_stats(self, ref: SessionRef, *, project: str | None = None) -> SessionStats:
+        return self.store.session_stats(self.get_session(ref, project=project).id)
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        return self.store.project_stats(check_name("project", project))
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def draft(self, message: NewMessage) -> MessageDraft:
+        """Validate a message and count its tokens (once, with the store's encoding)."""
+        clean = check_message(message, max_bytes=self.settings.max_message_bytes)
+        role = Role(clean.role)
+        tool_calls = tuple(clean.tool_calls) if clean.tool_calls is not None else None
+        return MessageDraft(
+            id=clean.id or str(uuid.uuid4()),
+            role=role,
+            content=clean.content,
+            tokens=self.counter.count_message(
+                role.value,
+                clean.content,
+                name=clean.author,
+                tool_calls=tool_calls,
+                tool_call_id=clean.tool_call_id,
+            ),
+            created_at=self._clock(),
+            author=clean.author,
+            internal=clean.internal,
+            usage=clean.usage,
+            tool_calls=tool_calls,
+            tool_call_id=clean.tool_call_id,
+            metadata=clean.metadata or {},
+        )
+
+    def append(
+        self,
+        ref: SessionRef,
+        role: Role | str,
+        content: str,
+        *,
+        author: str | None = None,
+        internal: bool = False,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        usage: Usage | None = None,
+        tool_calls: Iterable[JSONObject] | None = None,
+        tool_call_id: str | None = None,
+        expected_last_seq: int | None = None,
+        project: str | None = None,
+    ) -> Message:
+        """Append one message. Appending an id that is already stored returns the stored
+        message. With `expected_last_seq`, fails with `SeqConflict` if the session moved on."""
+        message = NewMessage(
+            role=role, content=content, author=author, internal=internal, id=id,
+            metadata=metadata, usage=usage, tool_call_id=tool_call_id,
+            tool_calls=list(tool_calls) if tool_calls is not None else None,
+        )  # fmt: skip
+        (stored,) = self.append_many(
+            ref, [message], expected_last_seq=expected_last_seq, project=project
+        )
+        return stored
+
+    def append_many(
+        self,
+        ref: SessionRef,
+        messages: Iterable[NewMessage],
+        *,
+        expected_last_seq: int | None = None,
+        project: str | None = None,
+    ) -> list[Message]:
+        """Append messages atomically (all or none), in order, with gapless seqs."""
+        if expected_last_seq is not None:
+            check_non_negative("expected_last_seq", expected_last_seq)
+        session = self.get_session(ref, project=project)
+        drafts = []
+        for index, message in enumerate(messages):
+            try:
+                drafts.append(self.draft(message))
+            except InvalidInput as exc:
+                if index == 0 and not drafts:
+                    raise
+                raise type(exc)(f"messages[{index}].{exc.field}", exc.problem) from None
+        return self.store.append_messages(
+            session.id, drafts, expected_last_seq=expected_last_seq, now=self._clock()
+        )
+
+    def history(
+        self,
+        ref: SessionRef,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+        project: str | None = None,
+    ) -> list[Message]:
+        """Stored messages (the audit trail), readable whatever the session's status."""
+        for field, value in (("from_seq", from_seq), ("to_seq", to_seq)):
+            if value is not None:
+                check_non_negative(field, value)
+        if limit is not None:
+            check_positive("limit", limit)
+        session = self.get_session(ref, project=project)
+        return self.store.read_messages(
+            session.id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+        )
+
+    # -- context ----------------------------------------------------------------------------
+
+    def budget_for(
+        self,
+        strategy: StrategyName,
+        *,
+        max_tokens: int | None,
+        reserved_tokens: int | None,
+        model: str,
+    ) -> int:
+        """The token budget of a build: `max_tokens - reserved_tokens`.
+
+        Defaults: `truncate` uses seed 001's `max_context_tokens` and `reserved_tokens`; every
+        other strategy uses `max_tokens` from the settings, or else `budget_ratio` × the model's
+        context window (seed 000), with nothing reserved.
+        """
+        if max_tokens is not None:
+            check_positive("max_tokens", max_tokens)
+        if reserved_tokens is not None:
+            check_non_negative("reserved_tokens", reserved_tokens)
+        settings = self.settings
+        if strategy is StrategyName.TRUNCATE:
+            limit = max_tokens or settings.max_context_tokens
+            reserved = settings.reserved_tokens if reserved_tokens is None else reserved_tokens
+        else:
+            window = context_window_for_model(model, settings.default_context_window)
+            limit = max_tokens or settings.max_tokens or math.floor(window * settings.budget_ratio)
+            reserved = reserved_tokens or 0
+        if limit - reserved <= 0:
+            raise InvalidInput(
+                "reserved_tokens",
+                f"{reserved} reserved tokens leave no room in a budget of {limit} tokens",
+            )
+        return limit - reserved
+
+    def context(
+        self,
+        ref: SessionRef,
+        *,
+        strategy: StrategyName | str | None = None,
+        max_tokens: int | None = None,
+        reserved_tokens: int | None = None,
+        keep_recent: int | None = None,
+        model: str | None = None,
+        new_message: NewMessage | None = None,
+        include_internal: bool | None = None,
+        project: str | None = None,
+    ) -> ContextWindow:
+        """Build the message list the model sees for the next turn.
+
+        `new_message` is the turn being answered, if it is not stored yet; if it is already
+        stored (same id) it still appears once. `include_internal` defaults to False for
+        `recent` (seed 002: user-facing context) and True for the other strategies.
+        Raises `SessionExpired` for an expired session and `ContextBudgetExceeded` when the
+        triggering message alone cannot fit.
+        """
+        session = self.get_session(ref, project=project)
+        if session.status is SessionStatus.EXPIRED:
+            raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
+        chosen = check_strategy(strategy or self.settings.strategy)
+        model_name = model or self.settings.model
+        budget = self.budget_for(
+            chosen, max_tokens=max_tokens, reserved_tokens=reserved_tokens, model=model_name
+        )
+        recent = check_positive(
+            "keep_recent", self.settings.keep_recent_messages if keep_recent is None else keep_recent
+        )
+        if include_internal is None:
+            include_internal = chosen is not StrategyName.RECENT
+        history = StoreHistory(
+            self.store,
+            session.id,
+            messages_in_store=session.message_count,
+            include_internal=include_internal,
+        )
+        builder = ContextBuilder(
+            counter_for(encoding_for_model(model_name, default=self.encoding)),
+            stored_encoding=self.encoding,
+            summarizer=self._summarizer,
+        )
+        return builder.build(
+            session.id,
+            history,
+            strategy=chosen,
+            budget=budget,
+            keep_recent=recent,
+            max_messages=(
+                self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
+            ),
+            pending=self.draft(new_message) if new_message is not None else None,
+        )

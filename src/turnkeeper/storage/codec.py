@@ -1,0 +1,57 @@
+"""Value encodings shared by the backends: timestamps, JSON columns and listing cursors.
+
+Kept in one place so every backend stores and pages the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from turnkeeper.errors import InvalidInput
+
+
+def to_ts(value: datetime) -> str:
+    """A fixed-width UTC ISO 8601 string: sorts lexicographically in time order."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def to_ts_or_none(value: datetime | None) -> str | None:
+    return None if value is None else to_ts(value)
+
+
+def from_ts(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def from_ts_or_none(value: str | None) -> datetime | None:
+    return None if value is None else from_ts(value)
+
+
+def dump_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def load_json(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def encode_cursor(updated_at: str, session_id: str) -> str:
+    raw = json.dumps([updated_at, session_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    """The (updated_at, id) position a cursor points after; `InvalidInput` if it is not ours."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        updated_at, session_id = json.loads(base64.urlsafe_b64decode(padded))
+        if not isinstance(updated_at, str) or not isinstance(session_id, str):
+            raise ValueError(cursor)
+        return updated_at, session_id
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput("cursor", "not a cursor returned by a previous listing") from exc

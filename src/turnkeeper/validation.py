@@ -1,0 +1,155 @@
+"""Checks on caller-supplied values, each failing with an error that names the field.
+
+Validation happens before anything is written, so bad input never changes what is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from turnkeeper.errors import InvalidInput, InvalidMessage
+from turnkeeper.types import JSONObject, NewMessage, Role, StrategyName, Usage
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")
+_ROLES = ", ".join(role.value for role in Role)
+
+
+def check_name(
+    field: str, value: str | None, *, error: type[InvalidInput] = InvalidInput
+) -> str | None:
+    """Keys, projects and client message ids: 1–255 characters of letters, digits and
+    `. _ : @ / + = ~ -`, starting with a letter or digit (safe in URLs, paths and logs)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise error(
+            field,
+            f"{value!r} is not a valid {field}: use 1-255 letters, digits or . _ : @ / + = ~ -,"
+            " starting with a letter or digit",
+        )
+    return value
+
+
+def check_text(field: str, value: str | None, *, max_length: int = 1000) -> str | None:
+    """Short optional labels (title, phase, subject, kind, author)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be text, got {type(value).__name__}")
+    if len(value) > max_length:
+        raise InvalidInput(field, f"is {len(value)} characters; the limit is {max_length}")
+    return value
+
+
+def check_metadata(
+    field: str, value: Any, *, error: type[InvalidInput] = InvalidInput
+) -> dict[str, Any]:
+    """A JSON object (dict with string keys whose values JSON can encode)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise error(field, f"must be a JSON object, got {type(value).__name__}")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise error(field, f"must be a JSON object: {exc}") from None
+    return dict(value)
+
+
+def check_strategy(value: StrategyName | str) -> StrategyName:
+    try:
+        return StrategyName(value)
+    except ValueError:
+        names = ", ".join(name.value for name in StrategyName)
+        raise InvalidInput("strategy", f"unknown strategy {value!r}; choose one of {names}") from None
+
+
+def check_role(value: Role | str) -> Role:
+    try:
+        return Role(value)
+    except ValueError:
+        raise InvalidMessage("role", f"unknown role {value!r}; choose one of {_ROLES}") from None
+
+
+def _check_tool_calls(value: Any) -> tuple[JSONObject, ...]:
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidMessage("tool_calls", "must be a non-empty list of tool calls")
+    calls: list[JSONObject] = []
+    for index, call in enumerate(value):
+        where = f"tool_calls[{index}]"
+        if not isinstance(call, Mapping):
+            raise InvalidMessage(where, "must be an object")
+        if not isinstance(call.get("id"), str) or not call["id"]:
+            raise InvalidMessage(f"{where}.id", "must be a non-empty string")
+        function = call.get("function")
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise InvalidMessage(f"{where}.function.name", "must be a string")
+        if not isinstance(function.get("arguments", ""), str):
+            raise InvalidMessage(f"{where}.function.arguments", "must be a JSON string")
+        calls.append(dict(call, type=call.get("type", "function")))
+    check_metadata("tool_calls", {"calls": calls}, error=InvalidMessage)
+    return tuple(calls)
+
+
+def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
+    """Validate one message to append; returns it normalised (role enum, tuple tool calls)."""
+    role = check_role(message.role)
+    content = message.content
+    if not isinstance(content, str):
+        raise InvalidMessage("content", f"must be text, got {type(content).__name__}")
+    size = len(content.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidMessage("content", f"is {size} bytes; the limit is {max_bytes} bytes")
+    tool_calls = None
+    if message.tool_calls is not None:
+        if role is not Role.ASSISTANT:
+            raise InvalidMessage("tool_calls", "only assistant messages carry tool calls")
+        tool_calls = _check_tool_calls(message.tool_calls)
+    if role is Role.TOOL:
+        if not message.tool_call_id:
+            raise InvalidMessage("tool_call_id", "a tool message must name the call it answers")
+    elif message.tool_call_id is not None:
+        raise InvalidMessage("tool_call_id", "only tool messages answer a tool call")
+    if not content.strip() and role in (Role.USER, Role.SYSTEM):
+        raise InvalidMessage("content", f"must not be empty for a {role.value} message")
+    if not content.strip() and role is Role.ASSISTANT and not tool_calls:
+        raise InvalidMessage("content", "must not be empty for an assistant message without tool calls")
+    if message.author is not None and (
+        not isinstance(message.author, str) or len(message.author) > 200
+    ):
+        raise InvalidMessage("author", "must be text of at most 200 characters")
+    check_name("id", message.id, error=InvalidMessage)
+    if not isinstance(message.internal, bool):
+        raise InvalidMessage("internal", "must be true or false")
+    usage = message.usage
+    if usage is not None and (
+        not isinstance(usage, Usage)
+        or not all(isinstance(n, int) and n >= 0 for n in (usage.input_tokens, usage.output_tokens))
+    ):
+        raise InvalidMessage("usage", "input_tokens and output_tokens must be whole numbers >= 0")
+    return NewMessage(
+        role=role,
+        content=content,
+        author=message.author,
+        internal=message.internal,
+        id=message.id,
+        usage=usage,
+        tool_calls=tool_calls,
+        tool_call_id=message.tool_call_id,
+        metadata=check_metadata("metadata", message.metadata, error=InvalidMessage),
+    )
+
+
+def check_positive(field: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InvalidInput(field, f"must be a positive whole number, got {value!r}")
+    return value
+
+
+def check_non_negative(field: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(field, f"must be a whole number >= 0, got {value!r}")
+    return value

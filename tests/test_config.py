@@ -1,0 +1,77 @@
+"""Settings come from arguments, TURNKEEPER_* variables, a TOML file and defaults, in that
+order, and invalid values fail at start-up naming the key."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from turnkeeper.config import load_settings
+from turnkeeper.errors import InvalidConfig
+from turnkeeper.types import StrategyName
+
+
+def test_defaults_follow_the_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings()
+    assert settings.session_expiration == timedelta(hours=24)
+    assert settings.cleanup_interval == timedelta(hours=1)
+    assert settings.strategy is StrategyName.SLIDING_WINDOW
+    assert settings.keep_recent_messages == 10
+    assert (settings.max_history_messages, settings.max_context_tokens) == (50, 6000)
+    assert settings.reserved_tokens == 4500
+    assert settings.database_url.startswith("sqlite:///") and "turnkeeper" in settings.database_url
+
+
+def test_toml_file_env_and_arguments_take_precedence_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "turnkeeper.toml"
+    config.write_text(
+        '[turnkeeper]\ntoken_strategy = "summarization"\nsession_expiration = "2h"\n'
+        "keep_recent_messages = 4\nmax_tokens = 100000\n"
+    )
+    monkeypatch.setenv("TURNKEEPER_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.strategy is StrategyName.SUMMARIZE
+    assert settings.session_expiration == timedelta(hours=2)
+    assert (settings.keep_recent_messages, settings.max_tokens) == (4, 100000)
+    monkeypatch.setenv("TURNKEEPER_KEEP_RECENT_MESSAGES", "7")
+    assert load_settings().keep_recent_messages == 7
+    assert load_settings(keep_recent_messages=9).keep_recent_messages == 9
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "key"),
+    [
+        ("TURNKEEPER_MAX_TOKENS", "-5", "max_tokens"),
+        ("TURNKEEPER_STRATEGY", "psychic", "strategy"),
+        ("TURNKEEPER_SESSION_EXPIRATION", "soon", "session_expiration"),
+        ("TURNKEEPER_TOKEN_ENCODING", "p50k_base", "token_encoding"),
+        ("TURNKEEPER_BUDGET_RATIO", "1.5", "budget_ratio"),
+        ("TURNKEEPER_SQLITE_SYNCHRONOUS", "SOMETIMES", "sqlite_synchronous"),
+    ],
+)
+def test_invalid_value_fails_naming_the_key(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, key: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(InvalidConfig) as info:
+        load_settings()
+    assert info.value.field == key
+
+
+def test_unknown_key_in_the_config_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "turnkeeper.toml"
+    config.write_text("max_tokenz = 5\n")
+    monkeypatch.setenv("TURNKEEPER_CONFIG", str(config))
+    with pytest.raises(InvalidConfig, match="max_tokenz"):
+        load_settings()
+
+
+def test_never_disables_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "never")
+    assert load_settings().session_expiration is None

@@ -1,0 +1,29 @@
+"""The public surface is explicit and pinned: adding or removing a name is a decision."""
+
+from __future__ import annotations
+
+import turnkeeper
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(turnkeeper.__all__) == sorted(
+        [
+            "BackendUnavailable", "Conflict", "ContextBudgetExceeded", "ContextMessage",
+            "ContextReport", "ContextWindow", "ExpiryReport", "ExtractiveSummarizer",
+            "InvalidConfig", "InvalidInput", "InvalidMessage", "Message", "NewMessage",
+            "NotFound", "Page", "ProjectStats", "Role", "SeqConflict", "Session",
+            "SessionExpired", "SessionNotFound", "SessionStats", "SessionStatus", "Settings",
+            "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError", "Usage",
+            "__version__", "load_settings", "open", "to_anthropic", "to_openai",
+        ]
+    )  # fmt: skip
+    for name in turnkeeper.__all__:
+        assert hasattr(turnkeeper, name), name
+
+
+def test_every_error_is_a_turnkeeper_error() -> None:
+    errors = [getattr(turnkeeper, n) for n in turnkeeper.__all__ if n.endswith(("Error", "Found",
+              "Expired", "Conflict", "Exceeded", "Unavailable", "Input", "Message", "Config"))]  # fmt: skip
+    for error in errors:
+        if isinstance(error, type) and issubclass(error, Exception):
+            assert issubclass(error, turnkeeper.TurnkeeperError), error

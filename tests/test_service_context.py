@@ -1,0 +1,123 @@
+"""Context building through the service: expiry, the pending turn, budgets, encodings, cost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from structlog.testing import capture_logs
+
+from tests.conftest import Clock
+from turnkeeper.context.formats import to_openai
+from turnkeeper.errors import ContextBudgetExceeded, SessionExpired
+from turnkeeper.service import Turnkeeper
+from turnkeeper.tokens import REPLY_PRIMING, counter_for
+from turnkeeper.types import NewMessage, StrategyName
+
+
+def _conversation(tk: Turnkeeper, turns: int, key: str = "conv") -> str:
+    session = tk.create_session(key=key)
+    tk.append(session, "system", "You are a travel agent.")
+    tk.append_many(
+        session,
+        [
+            NewMessage("user" if i % 2 == 0 else "assistant", f"turn {i}: " + "words " * 20)
+            for i in range(turns)
+        ],
+    )
+    return session.id
+
+
+def test_an_expired_session_is_never_served_as_live(tk: Turnkeeper, clock: Clock) -> None:
+    session = tk.create_session(ttl=timedelta(hours=1))
+    tk.append(session, "user", "hi")
+    clock.advance(timedelta(hours=1, seconds=1))
+    with pytest.raises(SessionExpired):
+        tk.context(session)
+    tk.expire()
+    with pytest.raises(SessionExpired):
+        tk.context(session.id)
+
+
+def test_pending_turn_appears_once_whether_or_not_it_is_stored_yet(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 4)
+    pending = NewMessage("user", "What about Lisbon?", id="turn-5")
+    before = to_openai(tk.context(session_id, new_message=pending))
+    tk.append(session_id, "user", "What about Lisbon?", id="turn-5")
+    after_with_pending = to_openai(tk.context(session_id, new_message=pending))
+    after = to_openai(tk.context(session_id))
+    for window in (before, after_with_pending, after):
+        assert [m["content"] for m in window].count("What about Lisbon?") == 1
+        assert window[-1]["content"] == "What about Lisbon?"
+    assert before == after_with_pending == after
+
+
+def test_truncate_defaults_to_seed_001_budget(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 200)
+    window = tk.context(session_id, strategy="truncate")
+    assert window.report.budget == 6000 - 4500
+    assert window.report.tokens_used <= 1500
+    assert window.messages[1].content == "[Earlier messages truncated]"
+    assert window.report.messages_included <= 50
+
+
+def test_sliding_window_budget_is_a_ratio_of_the_models_window(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 2)
+    assert tk.context(session_id, model="gpt-4").report.budget == int(8192 * 0.8)
+    assert tk.context(session_id, model="gpt-4o").report.budget == int(128_000 * 0.8)
+    assert tk.context(session_id, max_tokens=900, reserved_tokens=100).report.budget == 800
+
+
+def test_a_model_with_another_encoding_is_counted_with_its_own_tokenizer(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 6)
+    window = tk.context(session_id, strategy="full", model="gpt-4", max_tokens=100_000)
+    cl100k = counter_for("cl100k_base")
+    assert window.report.encoding == "cl100k_base"
+    expected = sum(
+        cl100k.count_message(m["role"], m["content"], name=m.get("name")) for m in to_openai(window)
+    )
+    assert window.report.tokens_used == expected + REPLY_PRIMING
+
+
+def test_sliding_window_reads_only_the_tail_of_a_long_session(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 3000)
+    window = tk.context(session_id, strategy="sliding_window", max_tokens=2000)
+    report = window.report
+    assert report.messages_in_store == 3001
+    assert report.messages_loaded < 300
+    assert report.messages_dropped == 3001 - report.messages_included
+    assert window.messages[0].content == "You are a travel agent."
+    assert window.messages[1].content == (
+        f"[Note: {report.messages_dropped} older messages truncated to stay within token limit]"
+    )
+
+
+def test_each_build_logs_conversation_context_loaded(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 40)
+    with capture_logs() as logs:
+        window = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    events = [log for log in logs if log["event"] == "conversation_context_loaded"]
+    assert len(events) == 1
+    event = events[0]
+    assert event["session_id"] == session_id
+    assert event["total_messages_in_db"] == 41
+    assert event["messages_loaded"] == window.report.messages_loaded
+    assert event["messages_truncated"] == window.report.messages_dropped > 0
+    assert event["estimated_tokens"] == window.report.tokens_used
+
+
+def test_recent_leaves_out_internal_messages(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    tk.append(session, "user", "visible question")
+    tk.append(session, "assistant", "scratch work", internal=True)
+    tk.append(session, "assistant", "visible answer")
+    contents = [m.content for m in tk.context(session, strategy="recent").messages]
+    assert contents == ["visible question", "visible answer"]
+
+
+def test_trigger_too_large_for_the_budget_is_an_error_not_a_silent_drop(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    tk.append(session, "user", "word " * 500)
+    with pytest.raises(ContextBudgetExceeded) as info:
+        tk.context(session, max_tokens=100)
+    assert info.value.budget == 100 and info.value.needed > 100

@@ -123,10 +123,10 @@ def main() -> None:
             "",
             "| | messages/s | p50 ms | p99 ms |",
             "|---|---:|---:|---:|",
-            f"| raw sqlite3 (INSERT + COMMIT) | {raw_rate:,.0f} | {percentile(raw, .5) * 1e3:.3f}"
-            f" | {percentile(raw, .99) * 1e3:.3f} |",
-            f"| turnkeeper `append` | {our_rate:,.0f} | {percentile(ours, .5) * 1e3:.3f}"
-            f" | {percentile(ours, .99) * 1e3:.3f} |",
+            f"| raw sqlite3 (INSERT + COMMIT) | {raw_rate:,.0f} | {percentile(raw, 0.5) * 1e3:.3f}"
+            f" | {percentile(raw, 0.99) * 1e3:.3f} |",
+            f"| turnkeeper `append` | {our_rate:,.0f} | {percentile(ours, 0.5) * 1e3:.3f}"
+            f" | {percentile(ours, 0.99) * 1e3:.3f} |",
             "",
             f"turnkeeper / raw rate: **{our_rate / raw_rate:.2f}** (target ≥ 0.5)",
             "",
@@ -145,7 +145,7 @@ def main() -> None:
                 timings.append(seconds)
             medians[size] = statistics.median(timings)
             lines.append(
-                f"| {size:,} | {medians[size] * 1e3:.2f} | {percentile(timings, .9) * 1e3:.2f}"
+                f"| {size:,} | {medians[size] * 1e3:.2f} | {percentile(timings, 0.9) * 1e3:.2f}"
                 f" | {loaded} |"
             )
         largest = sizes[-1]
@@ -161,7 +161,10 @@ def main() -> None:
             tk.context(session.id, strategy="sliding_window", max_tokens=8000)
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
-        lines += ["", f"Peak memory of one build on {largest:,} messages: **{peak / 1024:.0f} KiB**"]
+        lines += [
+            "",
+            f"Peak memory of one build on {largest:,} messages: **{peak / 1024:.0f} KiB**",
+        ]
     report = "\n".join(lines) + "\n"
     print(report)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -58,7 +58,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return load_settings(database_url=f"sqlite:///{tmp_path / 'tk.db'}", sqlite_synchronous="NORMAL")
+    return load_settings(
+        database_url=f"sqlite:///{tmp_path / 'tk.db'}", sqlite_synchronous="NORMAL"
+    )
 
 
 @pytest.fixture

@@ -39,7 +39,11 @@ def seeded(tk: Turnkeeper) -> str:
         ({"role": "tool", "content": "42"}, "tool_call_id", "must name the call"),
         ({"role": "user", "content": "x", "tool_call_id": "c"}, "tool_call_id", "only tool"),
         ({"role": "user", "content": "x", "tool_calls": [{"id": "c"}]}, "tool_calls", "assistant"),
-        ({"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]}, "tool_calls[0]", "name"),
+        (
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]},
+            "tool_calls[0]",
+            "name",
+        ),
         ({"role": "user", "content": "x", "id": "bad id with spaces"}, "id", "not a valid id"),
     ],
 )

@@ -42,7 +42,9 @@ def test_export_then_import_round_trips_every_field(
     assert target.get_session(ids[0]) == tk.get_session(ids[0])
 
 
-def test_dry_run_reports_without_writing(tmp_path: Path, tk: Turnkeeper, settings: Settings) -> None:
+def test_dry_run_reports_without_writing(
+    tmp_path: Path, tk: Turnkeeper, settings: Settings
+) -> None:
     ids = _populate(tk)
     out = tmp_path / "export.jsonl"
     with out.open("w", encoding="utf-8") as handle:

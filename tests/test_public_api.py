@@ -22,8 +22,11 @@ def test_public_names_are_pinned() -> None:
 
 
 def test_every_error_is_a_turnkeeper_error() -> None:
-    errors = [getattr(turnkeeper, n) for n in turnkeeper.__all__ if n.endswith(("Error", "Found",
-              "Expired", "Conflict", "Exceeded", "Unavailable", "Input", "Message", "Config"))]  # fmt: skip
-    for error in errors:
-        if isinstance(error, type) and issubclass(error, Exception):
-            assert issubclass(error, turnkeeper.TurnkeeperError), error
+    exceptions = [
+        value
+        for value in (getattr(turnkeeper, name) for name in turnkeeper.__all__)
+        if isinstance(value, type) and issubclass(value, Exception)
+    ]
+    assert len(exceptions) == 11
+    for error in exceptions:
+        assert issubclass(error, turnkeeper.TurnkeeperError), error

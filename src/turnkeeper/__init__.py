@@ -91,12 +91,16 @@ __all__ = [
 ]
 
 
-def open(url: str | None = None, *, settings: Settings | None = None, **overrides: Any) -> Turnkeeper:  # noqa: A001
+def open(
+    url: str | None = None, *, settings: Settings | None = None, **overrides: Any
+) -> Turnkeeper:
     """Open turnkeeper on a database URL (default: the configured one, else the embedded SQLite
     file in the user's data directory). `overrides` are settings by name, e.g.
     `open(url, session_expiration=None, strategy="truncate")`."""
     if settings is None:
         settings = load_settings(database_url=url, **overrides)
     elif url is not None or overrides:
-        settings = settings.model_copy(update={"database_url": url or settings.database_url, **overrides})
+        settings = settings.model_copy(
+            update={"database_url": url or settings.database_url, **overrides}
+        )
     return Turnkeeper(open_store(settings.database_url, settings), settings)

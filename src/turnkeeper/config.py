@@ -92,7 +92,8 @@ class Settings(BaseSettings):
         default=timedelta(hours=1), description="How often the service's sweeper runs expiry."
     )
     expiry_grace: timedelta = Field(
-        default=timedelta(0), description="How long an expired session is kept before gc deletes it."
+        default=timedelta(0),
+        description="How long an expired session is kept before gc deletes it.",
     )
 
     strategy: StrategyName = Field(

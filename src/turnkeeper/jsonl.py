@@ -112,7 +112,9 @@ def message_from_record(record: dict[str, Any]) -> Message:
         internal=bool(record.get("internal", False)),
         created_at=from_ts(record["created_at"]),
         tokens=int(record["tokens"]),
-        usage=None if usage is None else Usage(int(usage["input_tokens"]), int(usage["output_tokens"])),
+        usage=None
+        if usage is None
+        else Usage(int(usage["input_tokens"]), int(usage["output_tokens"])),
         tool_calls=tuple(tool_calls) if tool_calls is not None else None,
         tool_call_id=record.get("tool_call_id"),
         metadata=_object(record.get("metadata"), "metadata"),
@@ -218,9 +220,7 @@ def import_sessions(
                 existing = None
             if dry_run:
                 known = (
-                    set()
-                    if existing is None
-                    else {m.id for m in store.read_messages(existing.id)}
+                    set() if existing is None else {m.id for m in store.read_messages(existing.id)}
                 )
                 report.sessions_created += existing is None
                 report.messages_added += sum(m.id not in known for m in batch.messages)

@@ -118,7 +118,7 @@ class Turnkeeper:
         title: str | None,
         phase: str | None,
         metadata: JSONObject | None,
-        ttl: timedelta | None | Any,
+        ttl: timedelta | Any | None,
     ) -> NewSession:
         lifetime = self.settings.session_expiration if ttl is UNSET else ttl
         if lifetime is not None and lifetime <= timedelta(0):
@@ -144,7 +144,7 @@ class Turnkeeper:
         title: str | None = None,
         phase: str | None = None,
         metadata: JSONObject | None = None,
-        ttl: timedelta | None | Any = UNSET,
+        ttl: timedelta | Any | None = UNSET,
     ) -> Session:
         """Create a session. `ttl` overrides `session_expiration` (None: never expires).
 
@@ -166,7 +166,7 @@ class Turnkeeper:
         title: str | None = None,
         phase: str | None = None,
         metadata: JSONObject | None = None,
-        ttl: timedelta | None | Any = UNSET,
+        ttl: timedelta | Any | None = UNSET,
     ) -> tuple[Session, bool]:
         """The live session holding `key`, or a new one (the other fields apply only to a new
         session). An expired holder stays readable as expired; a new session takes the key.
@@ -236,8 +236,8 @@ class Turnkeeper:
         self,
         ref: SessionRef,
         *,
-        title: str | None | Any = UNSET,
-        phase: str | None | Any = UNSET,
+        title: str | Any | None = UNSET,
+        phase: str | Any | None = UNSET,
         metadata: JSONObject | Any = UNSET,
         project: str | None = None,
     ) -> Session:
@@ -456,7 +456,8 @@ class Turnkeeper:
             chosen, max_tokens=max_tokens, reserved_tokens=reserved_tokens, model=model_name
         )
         recent = check_positive(
-            "keep_recent", self.settings.keep_recent_messages if keep_recent is None else keep_recent
+            "keep_recent",
+            self.settings.keep_recent_messages if keep_recent is None else keep_recent,
         )
         if include_internal is None:
             include_internal = chosen is not StrategyName.RECENT

@@ -15,11 +15,11 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import importlib.util
 import json
 import threading
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
-import importlib.util
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -183,7 +183,7 @@ def _bundled_data_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_encoding(name: str) -> Any:
     import tiktoken
 

@@ -64,7 +64,9 @@ def check_strategy(value: StrategyName | str) -> StrategyName:
         return StrategyName(value)
     except ValueError:
         names = ", ".join(name.value for name in StrategyName)
-        raise InvalidInput("strategy", f"unknown strategy {value!r}; choose one of {names}") from None
+        raise InvalidInput(
+            "strategy", f"unknown strategy {value!r}; choose one of {names}"
+        ) from None
 
 
 def check_role(value: Role | str) -> Role:
@@ -116,7 +118,9 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
     if not content.strip() and role in (Role.USER, Role.SYSTEM):
         raise InvalidMessage("content", f"must not be empty for a {role.value} message")
     if not content.strip() and role is Role.ASSISTANT and not tool_calls:
-        raise InvalidMessage("content", "must not be empty for an assistant message without tool calls")
+        raise InvalidMessage(
+            "content", "must not be empty for an assistant message without tool calls"
+        )
     if message.author is not None and (
         not isinstance(message.author, str) or len(message.author) > 200
     ):

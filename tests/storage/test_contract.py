@@ -344,9 +344,10 @@ def test_project_stats_sum_sessions_by_status(tk: Turnkeeper) -> None:
     assert set(stats) == {"p", "q"}
     assert dict(stats["p"].sessions_by_status) == {"active": 1, "archived": 1}
     assert stats["p"].message_count == 2
-    assert stats["p"].stored_tokens == tk.get_session(a.id).stored_tokens + tk.get_session(
-        b.id
-    ).stored_tokens
+    assert (
+        stats["p"].stored_tokens
+        == tk.get_session(a.id).stored_tokens + tk.get_session(b.id).stored_tokens
+    )
     assert stats["p"].usage_output_tokens == 2
     assert [s.project for s in tk.project_stats("q")] == ["q"]
 

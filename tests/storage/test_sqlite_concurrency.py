@@ -86,4 +86,6 @@ def test_expected_last_seq_lets_exactly_one_of_racing_writers_win_each_slot(
     with open_turnkeeper(url) as tk:
         messages = tk.history(session.id)
     assert [m.seq for m in messages] == list(range(1, 81))
-    assert sorted(m.content for m in messages) == sorted(f"{w}:{i}" for w in range(4) for i in range(20))
+    assert sorted(m.content for m in messages) == sorted(
+        f"{w}:{i}" for w in range(4) for i in range(20)
+    )

@@ -66,11 +66,15 @@ def test_a_blank_database_gets_every_migration_once(tmp_path: Path) -> None:
 
 def test_messages_are_rows_indexed_by_session_and_seq(tmp_path: Path) -> None:
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plan.db'}")
-    plan = store._conn().execute(  # noqa: SLF001 - inspecting the query plan on purpose
-        "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE session_id = ? AND seq <= ?"
-        " ORDER BY seq DESC LIMIT 10",
-        ("s", 5),
-    ).fetchall()
+    plan = (
+        store._conn()
+        .execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE session_id = ? AND seq <= ?"
+            " ORDER BY seq DESC LIMIT 10",
+            ("s", 5),
+        )
+        .fetchall()
+    )
     store.close()
     detail = " ".join(str(row[-1]) for row in plan)
     assert "USING" in detail and "SCAN messages" not in detail

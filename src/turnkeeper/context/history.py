@@ -7,6 +7,7 @@ from the newest on demand, through the store's `(session_id, seq)` index.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
@@ -37,6 +38,14 @@ class History(Protocol):
 
     def chronological(self) -> list[Message]:
         """Every message, oldest first (reads the whole history)."""
+        ...
+
+    def count_before(self, seq: int) -> int:
+        """How many messages have a seq below `seq`, without reading them.
+
+        Lets a strategy that stopped reading early say how many older messages it left out;
+        the history may be filtered, so seq arithmetic cannot tell.
+        """
         ...
 
 
@@ -98,6 +107,11 @@ class StoreHistory:
             self._store.read_messages(self._session_id, include_internal=self._include_internal)
         )
 
+    def count_before(self, seq: int) -> int:
+        return self._store.count_messages(
+            self._session_id, before_seq=seq, include_internal=self._include_internal
+        )
+
 
 class ListHistory:
     """A `History` over messages already in memory (tests, imports, previews)."""
@@ -129,3 +143,6 @@ class ListHistory:
     def chronological(self) -> list[Message]:
         self._loaded.update(message.seq for message in self._messages)
         return list(self._messages)
+
+    def count_before(self, seq: int) -> int:
+        return bisect_left(self._messages, seq, key=lambda message: message.seq)

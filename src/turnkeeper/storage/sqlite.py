@@ -455,9 +455,7 @@ class SQLiteStore:
             }
             for message in stored.values():
                 if message.session_id != session_id:
-                    raise Conflict(
-                        f"message id {message.id} is already stored in another session"
-                    )
+                    raise Conflict(f"message id {message.id} is already stored in another session")
             fresh = [draft for draft in drafts if draft.id not in stored]
             if fresh:
                 if expected_last_seq is not None and expected_last_seq != session.last_seq:

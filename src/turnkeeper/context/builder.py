@@ -1,0 +1,180 @@
+"""The context builder: runs a strategy over a session's history and reports what it did.
+
+It owns the two things every strategy must agree on: how a message is counted (stored counts
+are reused when they were made with the target model's encoding, and recounted otherwise,
+only for the messages actually read) and what the report says. Each build logs exactly one
+`conversation_context_loaded` event, with seed 001's field names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import structlog
+
+from turnkeeper.context.history import History
+from turnkeeper.context.strategies import Selection, strategy_for
+from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
+from turnkeeper.context.units import Turns
+from turnkeeper.errors import InvalidInput
+from turnkeeper.tokens import REPLY_PRIMING, TokenCounter
+from turnkeeper.types import (
+    ContextMessage,
+    ContextReport,
+    ContextWindow,
+    Message,
+    MessageDraft,
+    StrategyName,
+)
+
+EVENT = "conversation_context_loaded"
+
+
+class EventLogger(Protocol):
+    """The one logger method the builder uses (any structlog bound logger has it)."""
+
+    def info(self, event: str, /, **fields: Any) -> Any: ...
+
+
+class ContextBuilder:
+    """Builds the window a model sees for one turn, under a token budget.
+
+    `counter` is the target model's tokenizer; `stored_encoding` is the one the stored
+    `Message.tokens` were counted with.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        *,
+        stored_encoding: str,
+        summarizer: Summarizer | None = None,
+        logger: EventLogger | None = None,
+    ) -> None:
+        self.counter = counter
+        self.stored_encoding = stored_encoding
+        self.summarizer = summarizer or ExtractiveSummarizer()
+        self.logger: EventLogger = logger or structlog.get_logger("turnkeeper.context")
+
+    def build(
+        self,
+        session_id: str,
+        history: History,
+        *,
+        strategy: StrategyName,
+        budget: int,
+        keep_recent: int,
+        max_messages: int | None = None,
+        pending: MessageDraft | None = None,
+    ) -> ContextWindow:
+        """The window for the turn `pending` (or, without it, the newest stored message).
+
+        `budget` counts every message of the window plus the reply priming. Raises
+        `ContextBudgetExceeded` when the triggering message (with its tool-call unit and, if
+        anything is left out, the marker saying so) cannot fit, or for `full` when the whole
+        history cannot; `InvalidInput` when there is no turn at all.
+        """
+        name = _strategy_name(strategy)
+        turns = Turns(
+            history,
+            render=self._render,
+            pending=None if pending is None else self._render_pending(pending),
+        )
+        if turns.empty:  # a new session with no turn yet: nothing to send, nothing left out
+            selection = Selection(messages=(), left_out=0)
+        else:
+            selection = strategy_for(
+                name,
+                self.counter,
+                keep_recent=keep_recent,
+                max_messages=max_messages,
+                summarizer=self.summarizer,
+            )(turns, budget)
+        report = self._report(session_id, history, name, budget, selection)
+        self.logger.info(
+            EVENT,
+            session_id=session_id,
+            strategy=report.strategy.value,
+            total_messages_in_db=report.messages_in_store,
+            messages_loaded=report.messages_loaded,
+            messages_included=report.messages_included,
+            messages_truncated=report.messages_dropped + report.messages_summarized,
+            estimated_tokens=report.tokens_used,
+            budget=budget,
+        )
+        return ContextWindow(selection.messages, report)
+
+    def _report(
+        self,
+        session_id: str,
+        history: History,
+        strategy: StrategyName,
+        budget: int,
+        selection: Selection,
+    ) -> ContextReport:
+        """The numbers of a build. `dropped_seqs` lists only loaded messages (see `Selection`)."""
+        included = sum(1 for message in selection.messages if message.seq is not None)
+        return ContextReport(
+            strategy=strategy,
+            session_id=session_id,
+            messages_in_store=history.messages_in_store,
+            messages_loaded=history.messages_loaded,
+            messages_included=included,
+            messages_dropped=selection.left_out - len(selection.summarized),
+            messages_summarized=len(selection.summarized),
+            tokens_used=REPLY_PRIMING + sum(message.tokens for message in selection.messages),
+            budget=budget,
+            encoding=self.counter.encoding,
+            markers=tuple(m.content for m in selection.messages if m.kind == "marker"),
+            dropped_seqs=selection.dropped,
+            summarized_seqs=selection.summarized,
+        )
+
+    def _render(self, message: Message) -> ContextMessage:
+        """A stored message as a window entry, counted with the target tokenizer."""
+        tokens = message.tokens
+        if self.counter.encoding != self.stored_encoding:
+            tokens = self.counter.count_message(
+                message.role,
+                message.content,
+                name=message.author,
+                tool_calls=message.tool_calls,
+                tool_call_id=message.tool_call_id,
+            )
+        return ContextMessage(
+            role=message.role,
+            content=message.content,
+            tokens=tokens,
+            seq=message.seq,
+            message_id=message.id,
+            author=message.author,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+        )
+
+    def _render_pending(self, draft: MessageDraft) -> ContextMessage:
+        tokens = self.counter.count_message(
+            draft.role,
+            draft.content,
+            name=draft.author,
+            tool_calls=draft.tool_calls,
+            tool_call_id=draft.tool_call_id,
+        )
+        return ContextMessage(
+            role=draft.role,
+            content=draft.content,
+            tokens=tokens,
+            kind="pending",
+            message_id=draft.id,
+            author=draft.author,
+            tool_calls=draft.tool_calls,
+            tool_call_id=draft.tool_call_id,
+        )
+
+
+def _strategy_name(value: StrategyName | str) -> StrategyName:
+    try:
+        return StrategyName(value)
+    except ValueError:
+        choices = ", ".join(name.value for name in StrategyName)
+        raise InvalidInput("strategy", f"unknown strategy {value!r}; choose {choices}") from None

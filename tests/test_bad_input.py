@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -85,6 +86,8 @@ def test_a_bad_message_inside_a_batch_names_its_index_and_stores_none(
         (lambda tk: tk.context("seeded", keep_recent=0), "keep_recent"),
         (lambda tk: tk.history("seeded", limit=0), "limit"),
         (lambda tk: tk.list_sessions(status="gone"), "status"),
+        (lambda tk: tk.list_sessions(limit=1001), "limit"),
+        (lambda tk: tk.update_session("seeded", ttl=timedelta(0)), "ttl"),
         (lambda tk: tk.list_sessions(cursor="not-a-cursor"), "cursor"),
         (lambda tk: tk.append("seeded", "user", "x", expected_last_seq=-1), "expected_last_seq"),
     ],

@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
+from turnkeeper import jsonl
 from turnkeeper.config import Settings
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.history import StoreHistory
@@ -215,6 +217,8 @@ class Turnkeeper:
     ) -> Page[Session]:
         """Sessions, most recently updated first, `limit` per page (at most 1000)."""
         check_positive("limit", limit)
+        if limit > MAX_PAGE:
+            raise InvalidInput("limit", f"must be at most {MAX_PAGE}, got {limit}")
         if status is not None:
             try:
                 status = SessionStatus(status)
@@ -229,7 +233,7 @@ class Turnkeeper:
             key=key,
             updated_since=updated_since,
         )
-        page = self.store.list_sessions(where, limit=min(limit, MAX_PAGE), cursor=cursor)
+        page = self.store.list_sessions(where, limit=limit, cursor=cursor)
         return Page(tuple(self._present(s) for s in page.items), page.next_cursor)
 
     def update_session(
@@ -239,14 +243,24 @@ class Turnkeeper:
         title: str | Any | None = UNSET,
         phase: str | Any | None = UNSET,
         metadata: JSONObject | Any = UNSET,
+        ttl: timedelta | Any | None = UNSET,
         project: str | None = None,
     ) -> Session:
-        """Change title, phase and/or metadata (metadata is replaced as a whole)."""
+        """Change title, phase, metadata (replaced as a whole) and/or the expiry: `ttl` from
+        now, or None for never. An expired session cannot be revived (`SessionExpired`)."""
         session = self.get_session(ref, project=project)
+        expires_at: datetime | Any | None = UNSET
+        if ttl is not UNSET:
+            if session.status is SessionStatus.EXPIRED:
+                raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
+            if ttl is not None and ttl <= timedelta(0):
+                raise InvalidInput("ttl", "must be positive (or None: never expires)")
+            expires_at = None if ttl is None else self._clock() + ttl
         patch = SessionPatch(
             title=UNSET if title is UNSET else check_text("title", title),
             phase=UNSET if phase is UNSET else check_text("phase", phase, max_length=100),
             metadata=UNSET if metadata is UNSET else check_metadata("metadata", metadata),
+            expires_at=expires_at,
         )
         return self._present(self.store.update_session(session.id, patch, now=self._clock()))
 
@@ -262,8 +276,11 @@ class Turnkeeper:
         )
 
     def archive_session(self, ref: SessionRef, *, project: str | None = None) -> Session:
-        """Mark the session archived: readable, no longer live (its key becomes free)."""
+        """Mark the session archived: readable, no longer live (its key becomes free).
+        An expired session stays expired (`SessionExpired`)."""
         session = self.get_session(ref, project=project)
+        if session.status is SessionStatus.EXPIRED:
+            raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
         return self.store.set_status(session.id, SessionStatus.ARCHIVED, now=self._clock())
 
     def delete_session(self, ref: SessionRef, *, project: str | None = None) -> None:
@@ -280,10 +297,50 @@ class Turnkeeper:
         )
 
     def session_stats(self, ref: SessionRef, *, project: str | None = None) -> SessionStats:
+        """Message counts (by role, user-facing vs internal), token totals and time span."""
         return self.store.session_stats(self.get_session(ref, project=project).id)
 
     def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        """Sessions by status, messages and tokens per project (one, or all by name)."""
         return self.store.project_stats(check_name("project", project))
+
+    def iter_session_ids(self, *, project: str | None = None) -> Iterator[str]:
+        """Ids of every session (of `project`), paging through the listing."""
+        cursor: str | None = None
+        while True:
+            page = self.list_sessions(project=project, limit=MAX_PAGE, cursor=cursor)
+            yield from (session.id for session in page.items)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def export_sessions(
+        self,
+        refs: Iterable[SessionRef] | None,
+        out: IO[str],
+        *,
+        project: str | None = None,
+        progress: Callable[[Session], None] | None = None,
+    ) -> tuple[int, int]:
+        """Write sessions (all of them, or of `project`, when `refs` is None) as JSONL.
+        Returns (sessions, messages) written."""
+        ids = (
+            self.iter_session_ids(project=project)
+            if refs is None
+            else [self.get_session(ref, project=project).id for ref in refs]
+        )
+        return jsonl.export_sessions(self.store, ids, out, progress=progress)
+
+    def import_sessions(
+        self,
+        path: Path,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[Session], None] | None = None,
+    ) -> jsonl.ImportReport:
+        """Import a JSONL export: idempotent; malformed lines are reported by file:line and
+        the rest is imported."""
+        return jsonl.import_sessions(self.store, path, dry_run=dry_run, progress=progress)
 
     # -- messages ---------------------------------------------------------------------------
 

@@ -356,3 +356,19 @@ def test_roles_round_trip_as_enum(tk: Turnkeeper) -> None:
     session = tk.create_session()
     message = tk.append(session, Role.SYSTEM, "x")
     assert tk.history(session)[0].role is Role.SYSTEM is message.role
+
+
+def test_update_can_extend_or_remove_the_expiry_but_not_revive(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    session = tk.create_session(ttl=timedelta(hours=1))
+    extended = tk.update_session(session, ttl=timedelta(days=2))
+    assert extended.expires_at == clock.now + timedelta(days=2)
+    assert tk.update_session(session, ttl=None).expires_at is None
+    short = tk.create_session(ttl=timedelta(minutes=1))
+    clock.advance(timedelta(minutes=2))
+    with pytest.raises(SessionExpired):
+        tk.update_session(short, ttl=timedelta(days=1))
+    with pytest.raises(SessionExpired):
+        tk.archive_session(short)
+    assert tk.get_session(short.id).status is SessionStatus.EXPIRED

@@ -1,0 +1,146 @@
+"""`turnkeeper gc`, `stats` and `demo`: housekeeping, numbers, and a guided tour."""
+
+from __future__ import annotations
+
+import shlex
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+
+from turnkeeper.cli.app import (
+    Ctx,
+    DbOption,
+    JsonOption,
+    ProjectOption,
+    app,
+    open_ctx,
+    parse_timedelta,
+)
+from turnkeeper.context.formats import to_openai
+from turnkeeper.types import NewMessage, StrategyName
+
+
+@app.command("gc")
+def gc(
+    delete: Annotated[
+        bool, typer.Option("--delete", help="Also delete expired sessions past the grace period.")
+    ] = False,
+    grace: Annotated[
+        timedelta | None,
+        typer.Option(
+            "--grace",
+            metavar="DURATION",
+            parser=parse_timedelta,
+            help="Keep expired sessions this long before deleting them, e.g. 7d (default: "
+            "expiry_grace).",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Mark sessions past their expiry as expired (and with --delete, delete old ones)."""
+    with open_ctx(db, json_output) as ctx:
+        report = ctx.tk.expire(delete=delete, grace=grace)
+        ctx.out.expiry(report, delete=delete)
+
+
+@app.command("stats")
+def stats(
+    session: Annotated[
+        str | None,
+        typer.Argument(metavar="[SESSION]", help="A session id or key (default: per project)."),
+    ] = None,
+    project: ProjectOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Statistics of one session, or of every project (or of --project)."""
+    with open_ctx(db, json_output) as ctx:
+        if session is not None:
+            ctx.out.session_stats(ctx.tk.session_stats(session, project=project))
+        else:
+            ctx.out.project_stats(ctx.tk.project_stats(project))
+
+
+DEMO_KEY = "demo-trip-planner"
+DEMO_TURNS = (
+    ("system", "You are a friendly travel planner. Keep answers short and practical."),
+    ("user", "I have four days in Lisbon next May. What should I not miss?"),
+    (
+        "assistant",
+        "Belém for the tower and custard tarts, Alfama's viewpoints at sunset, a day trip to "
+        "Sintra, and LX Factory on a Sunday. Book Pena Palace tickets ahead.",
+    ),
+    ("user", "We're vegetarian. Where should we eat?"),
+    (
+        "assistant",
+        "Try Ao 26 Vegan Food Project near Chiado, the Time Out Market for variety, and ask "
+        "for 'sem carne' at any tasca: most can make a vegetable prato do dia.",
+    ),
+    ("user", "Is tram 28 worth the queue?"),
+    (
+        "assistant",
+        "Ride it early, before 9am, from Martim Moniz. Later in the day, walk the same route "
+        "through Graça and Alfama instead: it's quicker and you see more.",
+    ),
+)
+
+
+@app.command("demo")
+def demo(db: DbOption = None, json_output: JsonOption = False) -> None:
+    """A short guided tour: a session, a few turns, and the windows strategies build from them.
+
+    Safe to run again: the demo's messages have fixed ids, so a second run adds nothing.
+    """
+    with open_ctx(db, json_output) as ctx:
+        tk, out = ctx.tk, ctx.out
+        where = f" --db {shlex.quote(db)}" if db else ""
+        out.command(
+            f"turnkeeper sessions create --key {DEMO_KEY} --title 'Lisbon trip' --ttl never"
+            f" --get-or-create{where}"
+        )
+        session, created = tk.get_or_create_session(DEMO_KEY, title="Lisbon trip", ttl=None)
+        out.note(f"{'Created' if created else 'Reusing'} session {session.id}.")
+        role, text = DEMO_TURNS[0]
+        out.command(f"turnkeeper add {DEMO_KEY} --role {role} {shlex.quote(text)}{where}")
+        # Fixed ids, so a re-run appends nothing (appending a stored id is a no-op). They embed
+        # the session id because message ids are unique database-wide: a new demo session
+        # (after the old one is archived) must not collide with the old one's messages.
+        turns = [
+            NewMessage(role=role, content=text, id=f"{session.id}.demo-{n}")
+            for n, (role, text) in enumerate(DEMO_TURNS, start=1)
+        ]
+        added = sum(m.seq > session.last_seq for m in tk.append_many(session, turns))
+        out.note(
+            f"… and {len(turns) - 1} more turns: {added} messages added"
+            + ("." if added else " (their ids are fixed, so a second run adds none).")
+        )
+        if out.json:
+            out.document({"session": tk.get_session(session), "messages_added": added})
+            return
+        _tour(ctx, where)
+
+
+def _tour(ctx: Ctx, where: str) -> None:
+    tk, out = ctx.tk, ctx.out
+    out.command(f"turnkeeper history {DEMO_KEY}{where}")
+    session = tk.get_session(DEMO_KEY)  # the totals after the appends
+    out.history(session.id, tk.history(session))
+    for strategy, max_tokens, keep_recent in (
+        (StrategyName.SLIDING_WINDOW, 120, None),
+        (StrategyName.SUMMARIZE, 150, 2),
+    ):
+        recent = "" if keep_recent is None else f" --keep-recent {keep_recent}"
+        out.command(
+            f"turnkeeper context {DEMO_KEY} --strategy {strategy} --max-tokens {max_tokens}"
+            f"{recent}{where}"
+        )
+        window = tk.context(
+            session, strategy=strategy, max_tokens=max_tokens, keep_recent=keep_recent
+        )
+        out.context(window, to_openai(window))
+    out.command(f"turnkeeper stats {DEMO_KEY}{where}")
+    out.session_stats(tk.session_stats(session))
+    out.note("\n[dim]Every command takes --json for scripts, and --help for the rest.[/]")

@@ -1,0 +1,152 @@
+"""`turnkeeper add`, `history` and `context`: write turns, read the audit trail, build windows."""
+
+from __future__ import annotations
+
+import enum
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from turnkeeper.cli.app import (
+    DbOption,
+    JsonOption,
+    ProjectOption,
+    SessionArg,
+    app,
+    open_ctx,
+)
+from turnkeeper.context.formats import to_anthropic, to_openai
+from turnkeeper.types import ContextWindow, NewMessage, StrategyName
+
+
+class WindowFormat(enum.StrEnum):
+    """How `context --json` shapes the window's messages."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    REPORT = "report"  # the report alone
+
+
+def _payload(window: ContextWindow, shape: WindowFormat) -> Any | None:
+    if shape is WindowFormat.OPENAI:
+        return to_openai(window)
+    if shape is WindowFormat.ANTHROPIC:
+        return to_anthropic(window)
+    return None
+
+
+@app.command("add")
+def add(
+    session: SessionArg,
+    role: Annotated[
+        str, typer.Option("--role", metavar="ROLE", help="system, user, assistant or tool.")
+    ],
+    text: Annotated[
+        str, typer.Argument(metavar="[TEXT | -]", help="The content; - or nothing reads stdin.")
+    ] = "-",
+    author: Annotated[
+        str | None, typer.Option("--author", metavar="A", help="Agent or person who said it.")
+    ] = None,
+    internal: Annotated[
+        bool, typer.Option("--internal", help="Kept for audit, hidden from user-facing views.")
+    ] = False,
+    message_id: Annotated[
+        str | None,
+        typer.Option("--id", metavar="ID", help="Client message id: adding it twice stores once."),
+    ] = None,
+    project: ProjectOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Append one message to a session."""
+    if text == "-" and sys.stdin.isatty():
+        typer.echo("Reading the message from stdin; end it with Ctrl-D.", err=True)
+    content = sys.stdin.read().removesuffix("\n") if text == "-" else text
+    with open_ctx(db, json_output) as ctx:
+        message = ctx.tk.append(
+            session, role, content, author=author, internal=internal, id=message_id,
+            project=project,
+        )  # fmt: skip
+        ctx.out.appended(message)
+
+
+@app.command("history")
+def history(
+    session: SessionArg,
+    from_seq: Annotated[
+        int | None, typer.Option("--from-seq", metavar="N", help="First seq (inclusive).")
+    ] = None,
+    to_seq: Annotated[
+        int | None, typer.Option("--to-seq", metavar="N", help="Last seq (inclusive).")
+    ] = None,
+    internal: Annotated[
+        bool, typer.Option("--internal/--no-internal", help="Include internal messages.")
+    ] = True,
+    newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first.")] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", metavar="N", help="At most N messages.")
+    ] = None,
+    project: ProjectOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show a session's stored messages (the audit trail), whatever its status."""
+    with open_ctx(db, json_output) as ctx:
+        found = ctx.tk.get_session(session, project=project)
+        messages = ctx.tk.history(
+            found, from_seq=from_seq, to_seq=to_seq, include_internal=internal,
+            newest_first=newest_first, limit=limit,
+        )  # fmt: skip
+        ctx.out.history(found.id, messages)
+
+
+@app.command("context")
+def context(
+    session: SessionArg,
+    strategy: Annotated[
+        StrategyName | None,
+        typer.Option("--strategy", help="Context strategy (default: the configured one)."),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", metavar="N", help="Token budget.")
+    ] = None,
+    reserved: Annotated[
+        int | None,
+        typer.Option("--reserved", metavar="N", help="Tokens kept free for the reply."),
+    ] = None,
+    keep_recent: Annotated[
+        int | None,
+        typer.Option("--keep-recent", metavar="N", help="N of recent, K verbatim of summarize."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="M", help="Model (tokenizer, window).")
+    ] = None,
+    pending: Annotated[
+        str | None,
+        typer.Option("--pending", metavar="TEXT", help="A user turn not stored yet, to answer."),
+    ] = None,
+    internal: Annotated[
+        bool | None,
+        typer.Option(
+            "--internal/--no-internal",
+            help="Include internal messages (default: not for recent, yes otherwise).",
+            show_default=False,
+        ),
+    ] = None,
+    shape: Annotated[
+        WindowFormat,
+        typer.Option("--format", help="Message shape of --json output (report: report only)."),
+    ] = WindowFormat.OPENAI,
+    project: ProjectOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Build the window the model would see for the next turn, and report how it was built."""
+    with open_ctx(db, json_output) as ctx:
+        window = ctx.tk.context(
+            session, strategy=strategy, max_tokens=max_tokens, reserved_tokens=reserved,
+            keep_recent=keep_recent, model=model, include_internal=internal, project=project,
+            new_message=None if pending is None else NewMessage(role="user", content=pending),
+        )  # fmt: skip
+        ctx.out.context(window, _payload(window, shape))

@@ -1,0 +1,455 @@
+"""Rendering for the CLI: rich tables for people, exactly one JSON document for machines.
+
+Every domain value becomes JSON here and only here (`jsonable`). Sessions and messages reuse
+the JSONL export shapes of `turnkeeper.jsonl`, so `--json` output and export files agree field
+for field. People output goes to stdout; progress bars and diagnostics go to stderr, so a
+`--json` stdout never carries anything but its one document.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from turnkeeper.jsonl import ImportReport, message_record, session_record
+from turnkeeper.storage.codec import to_ts
+from turnkeeper.types import (
+    ContextMessage,
+    ContextReport,
+    ContextWindow,
+    ExpiryReport,
+    Message,
+    Page,
+    ProjectStats,
+    Session,
+    SessionStats,
+    SessionStatus,
+)
+
+PROGRESS_THRESHOLD = 20
+"""Progress bars appear only for runs over this many sessions (short runs stay quiet)."""
+
+ROLE_STYLES = {"system": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow"}
+STATUS_STYLES = {
+    SessionStatus.ACTIVE: "green",
+    SessionStatus.ARCHIVED: "blue",
+    SessionStatus.EXPIRED: "red",
+}
+
+
+def jsonable(value: Any) -> Any:
+    """A domain value as plain JSON data (sessions and messages in their JSONL shapes)."""
+    if isinstance(value, Session):
+        return session_record(value)
+    if isinstance(value, Message):
+        return message_record(value)
+    if isinstance(value, ContextReport):
+        return {**_fields(value), "truncated": value.truncated}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _fields(value)
+    if isinstance(value, datetime):
+        return to_ts(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    return value
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+
+
+def _when(value: datetime | None, *, missing: str = "-") -> str:
+    return missing if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _relative(value: datetime | None, *, missing: str = "-") -> str:
+    """A compact distance from now, e.g. `5m ago` or `in 23h` (tables stay narrow)."""
+    if value is None:
+        return missing
+    seconds = (value - datetime.now(UTC)).total_seconds()
+    size = abs(seconds)
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if size >= length:
+            amount = f"{int(size // length)}{unit}"
+            break
+    else:
+        return "now"
+    return f"in {amount}" if seconds > 0 else f"{amount} ago"
+
+
+def _preview(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _role(role: str) -> Text:
+    return Text(role, style=ROLE_STYLES.get(role, ""))
+
+
+def _status(status: SessionStatus) -> Text:
+    return Text(status.value, style=STATUS_STYLES.get(status, ""))
+
+
+def _opt(value: object) -> Text:
+    """Data is always shown as plain `Text`, so brackets in it are never read as markup."""
+    return Text("-", style="dim") if value is None else Text(str(value))
+
+
+def _fields_table(rows: Sequence[tuple[str, Text | str]]) -> Table:
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+class Output:
+    """Where and how one command invocation prints: `json` picks the machine format."""
+
+    def __init__(self, *, json: bool) -> None:
+        self.json = json
+        self.console = Console(highlight=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    # -- primitives -------------------------------------------------------------------------
+
+    def document(self, value: Any) -> None:
+        """Print the one JSON document of this invocation."""
+        sys.stdout.write(json.dumps(jsonable(value), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.flush()
+
+    def note(self, message: str) -> None:
+        """A line for people (markup allowed); nothing in JSON mode."""
+        if not self.json:
+            self.console.print(message)
+
+    def warn(self, message: str) -> None:
+        """One plain diagnostic line on stderr, in either mode."""
+        self.err.print(Text(message, style="yellow"))
+
+    def command(self, line: str) -> None:
+        """Echo an equivalent shell command (the demo teaches the CLI this way)."""
+        if self.json:
+            return
+        self.console.print()
+        self.console.print(Text("$ " + line, style="bold"), soft_wrap=True)
+
+    @contextmanager
+    def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[], None]]:
+        """A stderr progress bar, advanced by calling the yielded function once per session.
+
+        Shown only on a terminal and only past `PROGRESS_THRESHOLD` sessions: when `total` is
+        known it decides up front; otherwise the bar appears once that many have gone by.
+        """
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.err,
+            transient=True,
+        )
+        task = bar.add_task(description, total=total)
+        shown = self.err.is_terminal
+        if shown and total is not None and total > PROGRESS_THRESHOLD:
+            bar.start()
+        seen = 0
+
+        def advance() -> None:
+            nonlocal seen
+            seen += 1
+            bar.advance(task)
+            if shown and total is None and seen == PROGRESS_THRESHOLD + 1:
+                bar.start()
+
+        try:
+            yield advance
+        finally:
+            if bar.live.is_started:  # (stopping an unstarted bar still prints a newline)
+                bar.stop()
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def session_page(self, page: Page[Session]) -> None:
+        if self.json:
+            self.document({"sessions": page.items, "next_cursor": page.next_cursor})
+            return
+        # One project on the page (e.g. --project): its column would only repeat it.
+        projects = {s.project for s in page.items}
+        table = Table(
+            box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False,
+            collapse_padding=True,
+        )  # fmt: skip
+        table.add_column("id", no_wrap=True)
+        table.add_column("key", overflow="fold", min_width=8)
+        if len(projects) > 1:
+            table.add_column("project", overflow="fold", min_width=7)
+        table.add_column("status", min_width=8)
+        table.add_column("msgs", justify="right", min_width=4)
+        table.add_column("tokens", justify="right", min_width=6)
+        table.add_column("updated", justify="right", min_width=7)
+        table.add_column("expires", justify="right", min_width=7)
+        for s in page.items:
+            table.add_row(
+                Text(s.id),
+                _opt(s.key),
+                *([Text(s.project)] if len(projects) > 1 else []),
+                _status(s.status),
+                str(s.message_count),
+                str(s.stored_tokens),
+                _relative(s.updated_at),
+                _relative(s.expires_at, missing="never"),
+            )
+        if not page.items:
+            self.console.print("[dim]No sessions.[/]")
+            return
+        if len(projects) == 1:
+            self.console.print(f"[dim]Project:[/] {next(iter(projects))}")
+        self.console.print(table)
+        if page.next_cursor:
+            self.console.print(
+                Text.assemble(("More sessions: add ", "dim"), f"--cursor {page.next_cursor}"),
+                soft_wrap=True,
+            )
+
+    def session(
+        self,
+        session: Session,
+        *,
+        headline: str | None = None,
+        stats: SessionStats | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """One session: its fields, and its statistics when given."""
+        if self.json:
+            document: dict[str, Any] = {"session": session, **(extra or {})}
+            if stats is not None:
+                document["stats"] = stats
+            self.document(document)
+            return
+        if headline:
+            self.console.print(headline)
+        rows: list[tuple[str, Text | str]] = [
+            ("id", Text(session.id)),
+            ("key", _opt(session.key)),
+            ("project", Text(session.project)),
+            ("status", _status(session.status)),
+            ("subject", _opt(session.subject)),
+            ("kind", _opt(session.kind)),
+            ("title", _opt(session.title)),
+            ("phase", _opt(session.phase)),
+            ("created", _when(session.created_at)),
+            ("updated", _when(session.updated_at)),
+            ("expires", _when(session.expires_at, missing="never")),
+            ("messages", f"{session.message_count} (last seq {session.last_seq})"),
+            ("tokens", f"{session.stored_tokens} stored"),
+            ("usage", f"{session.usage_input_tokens} in / {session.usage_output_tokens} out"),
+        ]
+        if session.metadata:
+            rows.append(("metadata", Text(json.dumps(dict(session.metadata), ensure_ascii=False))))
+        if stats is not None:
+            by_role = ", ".join(f"{role} {n}" for role, n in sorted(stats.messages_by_role.items()))
+            rows += [
+                ("by role", by_role or "-"),
+                (
+                    "user-facing",
+                    f"{stats.user_facing_messages} ({stats.internal_messages} internal)",
+                ),
+                ("first message", _when(stats.first_message_at)),
+                ("last message", _when(stats.last_message_at)),
+            ]
+        self.console.print(_fields_table(rows))
+
+    def deleted(self, session: Session) -> None:
+        if self.json:
+            self.document({"deleted": session.id})
+        else:
+            self.console.print(
+                f"Deleted session {session.id} and its {session.message_count} messages."
+            )
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def appended(self, message: Message) -> None:
+        if self.json:
+            self.document({"message": message})
+            return
+        hidden = " [dim](internal)[/]" if message.internal else ""
+        self.console.print(
+            f"Added message #{message.seq} ({_role(message.role.value).markup}, "
+            f"{message.tokens} tokens){hidden} to session {message.session_id}."
+        )
+
+    def history(self, session_id: str, messages: Sequence[Message]) -> None:
+        if self.json:
+            self.document({"session_id": session_id, "messages": messages})
+            return
+        if not messages:
+            self.console.print("[dim]No messages.[/]")
+            return
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        table.add_column("seq", justify="right")
+        table.add_column("time", no_wrap=True)
+        table.add_column("role")
+        table.add_column("author")
+        table.add_column("tokens", justify="right")
+        table.add_column("content", overflow="fold", ratio=1)
+        for m in messages:
+            content = Text(m.content)
+            if m.internal:
+                content = Text.assemble(("[internal] ", "dim italic"), content)
+            table.add_row(
+                str(m.seq), _when(m.created_at), _role(m.role.value), _opt(m.author),
+                str(m.tokens), content,
+            )  # fmt: skip
+        self.console.print(table)
+
+    # -- context ----------------------------------------------------------------------------
+
+    def context(self, window: ContextWindow, payload: Any | None) -> None:
+        """A built window. `payload` is its messages in the wire shape asked for: a list
+        (OpenAI) goes under "messages"; a dict of request fields (Anthropic's system and
+        messages) is merged in; None leaves only the report."""
+        if self.json:
+            if isinstance(payload, Mapping):
+                self.document({**payload, "report": window.report})
+            elif payload is not None:
+                self.document({"messages": payload, "report": window.report})
+            else:
+                self.document({"report": window.report})
+            return
+        if payload is not None and window.messages:
+            self.console.print(self._window_table(window.messages))
+        elif payload is not None:
+            self.console.print("[dim]The window is empty: the session has no messages yet.[/]")
+        self.console.print(self._report_panel(window.report))
+
+    def _window_table(self, messages: Sequence[ContextMessage]) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        table.add_column("role", min_width=9)
+        table.add_column("author", max_width=16)
+        table.add_column("kind", min_width=7)
+        table.add_column("seq", justify="right", min_width=3)
+        table.add_column("tokens", justify="right", min_width=6)
+        table.add_column("content", no_wrap=True, overflow="ellipsis")
+        room = max(24, self.console.width - 50)  # what the other columns leave on one line
+        for m in messages:
+            kind = Text(m.kind, style="" if m.kind == "message" else "bold yellow")
+            table.add_row(
+                _role(m.role.value), _opt(m.author), kind, _opt(m.seq), str(m.tokens),
+                Text(_preview(m.content, room)),
+            )  # fmt: skip
+        return table
+
+    def _report_panel(self, report: ContextReport) -> Panel:
+        used = f"{report.tokens_used} / {report.budget} tokens ({report.encoding})"
+        rows: list[tuple[str, Text | str]] = [
+            ("strategy", report.strategy.value),
+            ("tokens", used),
+            ("in store", str(report.messages_in_store)),
+            ("loaded", str(report.messages_loaded)),
+            ("included", str(report.messages_included)),
+            ("dropped", str(report.messages_dropped)),
+            ("summarized", str(report.messages_summarized)),
+        ]
+        if report.markers:
+            rows.append(("markers", Text("\n".join(report.markers))))
+        title = "[yellow]truncated[/]" if report.truncated else "[green]complete[/]"
+        return Panel(_fields_table(rows), title=f"context report: {title}", expand=False)
+
+    # -- transfer ---------------------------------------------------------------------------
+
+    def exported(self, path: str, sessions: int, messages: int) -> None:
+        if self.json:
+            self.document({"file": path, "sessions": sessions, "messages": messages})
+        else:
+            self.console.print(f"Exported {sessions} sessions and {messages} messages to {path}.")
+
+    def imported(self, report: ImportReport, *, dry_run: bool) -> None:
+        """Counts on stdout; every malformed line on stderr (also in the JSON document)."""
+        for error in report.errors:
+            self.err.print(Text(f"error: {error}", style="red"))
+        if self.json:
+            self.document({"dry_run": dry_run, **jsonable(report)})
+            return
+        verb = "Would import" if dry_run else "Imported"
+        self.console.print(
+            f"{verb} {report.sessions_created} new sessions and {report.messages_added} new "
+            f"messages ({report.sessions_seen} sessions and {report.messages_seen} messages read)."
+        )
+        if report.errors:
+            self.console.print(f"[red]{len(report.errors)} lines could not be imported.[/]")
+
+    # -- admin ------------------------------------------------------------------------------
+
+    def expiry(self, report: ExpiryReport, *, delete: bool) -> None:
+        if self.json:
+            self.document(report)
+            return
+        self.console.print(f"Expired {len(report.expired)} sessions.")
+        for session_id in report.expired:
+            self.console.print(f"  [red]expired[/] {session_id}")
+        if delete:
+            self.console.print(f"Deleted {len(report.deleted)} expired sessions.")
+            for session_id in report.deleted:
+                self.console.print(f"  [red]deleted[/] {session_id}")
+
+    def session_stats(self, stats: SessionStats) -> None:
+        if self.json:
+            self.document(stats)
+            return
+        by_role = ", ".join(f"{role} {n}" for role, n in sorted(stats.messages_by_role.items()))
+        rows: list[tuple[str, Text | str]] = [
+            ("session", Text(stats.session_id)),
+            ("messages", str(stats.message_count)),
+            ("by role", by_role or "-"),
+            ("user-facing", str(stats.user_facing_messages)),
+            ("internal", str(stats.internal_messages)),
+            ("stored tokens", str(stats.stored_tokens)),
+            ("usage", f"{stats.usage_input_tokens} in / {stats.usage_output_tokens} out"),
+            ("first message", _when(stats.first_message_at)),
+            ("last message", _when(stats.last_message_at)),
+        ]
+        self.console.print(_fields_table(rows))
+
+    def project_stats(self, projects: Sequence[ProjectStats]) -> None:
+        if self.json:
+            self.document({"projects": projects})
+            return
+        if not projects:
+            self.console.print("[dim]No sessions.[/]")
+            return
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        table.add_column("project")
+        for status in SessionStatus:
+            table.add_column(status.value, justify="right")
+        table.add_column("messages", justify="right")
+        table.add_column("tokens", justify="right")
+        table.add_column("usage in/out", justify="right")
+        for p in projects:
+            table.add_row(
+                Text(p.project),
+                *(str(p.sessions_by_status.get(s.value, 0)) for s in SessionStatus),
+                str(p.message_count),
+                str(p.stored_tokens),
+                f"{p.usage_input_tokens}/{p.usage_output_tokens}",
+            )
+        self.console.print(table)

@@ -1,0 +1,109 @@
+"""`turnkeeper gc`, `stats` and `demo`."""
+
+from __future__ import annotations
+
+import time
+
+from tests.cli.conftest import Cli, one_error_line
+
+# -- gc -------------------------------------------------------------------------------------
+
+
+def _short_lived(cli: Cli) -> str:
+    """A session that expires 0.2s from now (waited out)."""
+    session_id: str = cli.session("--ttl", "0.2s")["id"]
+    time.sleep(0.3)
+    return session_id
+
+
+def test_gc_marks_sessions_past_their_expiry_expired(cli: Cli) -> None:
+    keeper = cli.session("--ttl", "never")["id"]
+    gone = _short_lived(cli)
+    assert cli.json("gc") == {"expired": [gone], "deleted": []}
+    assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
+    assert cli.json("sessions", "show", keeper)["session"]["status"] == "active"
+
+
+def test_gc_delete_deletes_expired_sessions(cli: Cli) -> None:
+    gone = _short_lived(cli)
+    out = cli.ok("gc", "--delete").stdout
+    assert "Expired 1 sessions" in out and "Deleted 1 expired sessions" in out and gone in out
+    assert cli("sessions", "show", gone).exit_code == 1
+
+
+def test_gc_delete_keeps_expired_sessions_within_the_grace_period(cli: Cli) -> None:
+    gone = _short_lived(cli)
+    assert cli.json("gc", "--delete", "--grace", "1h") == {"expired": [gone], "deleted": []}
+    assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
+
+
+def test_gc_with_a_bad_grace_is_a_usage_error(cli: Cli) -> None:
+    result = cli("gc", "--delete", "--grace", "a while")
+    assert result.exit_code == 2
+    assert "--grace" in one_error_line(result)
+
+
+def test_context_of_an_expired_session_is_an_error(cli: Cli) -> None:
+    gone = cli.session("--ttl", "1s")["id"]
+    cli.add(gone, "user", "hi")
+    time.sleep(1.1)
+    result = cli("context", gone)
+    assert result.exit_code == 1
+    assert "expired" in one_error_line(result)
+
+
+# -- stats ----------------------------------------------------------------------------------
+
+
+def test_stats_of_one_session(cli: Cli) -> None:
+    s = cli.session("--key", "k", "--project", "acme")
+    cli.add(s["id"], "user", "hi")
+    cli.add(s["id"], "assistant", "hello", "--internal")
+    out = cli.json("stats", "k", "--project", "acme")
+    assert out["session_id"] == s["id"]
+    assert (out["message_count"], out["internal_messages"], out["user_facing_messages"]) == (
+        2,
+        1,
+        1,
+    )
+    assert out["messages_by_role"] == {"user": 1, "assistant": 1}
+    assert "stored tokens" in cli.ok("stats", s["id"]).stdout
+
+
+def test_stats_per_project(cli: Cli) -> None:
+    a = cli.session("--project", "p1")
+    cli.add(a["id"], "user", "hi")
+    b = cli.session("--project", "p1")
+    cli.ok("sessions", "archive", b["id"])
+    cli.session("--project", "p2")
+    projects = {p["project"]: p for p in cli.json("stats")["projects"]}
+    assert projects["p1"]["sessions_by_status"] == {"active": 1, "archived": 1}
+    assert projects["p1"]["message_count"] == 1
+    assert projects["p2"]["sessions_by_status"] == {"active": 1}
+    only = cli.json("stats", "--project", "p2")["projects"]
+    assert [p["project"] for p in only] == ["p2"]
+    people = cli.ok("stats").stdout
+    assert "p1" in people and "archived" in people
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+
+def test_demo_teaches_the_commands_and_shows_truncation(cli: Cli) -> None:
+    out = cli.ok("demo").stdout
+    context = "context demo-trip-planner --strategy sliding_window --max-tokens 120"
+    assert f"$ turnkeeper {context} --db {cli.db}" in out
+    for command in ("history", "stats", "sessions create", "add"):
+        assert f"$ turnkeeper {command} " in out
+    assert "truncated" in out and "summary" in out
+    assert "Lisbon" in out
+
+
+def test_demo_run_twice_adds_no_messages_the_second_time(cli: Cli) -> None:
+    first = cli.json("demo")
+    second = cli.json("demo")
+    assert first["messages_added"] == 7 and second["messages_added"] == 0
+    assert second["session"]["id"] == first["session"]["id"]
+    assert second["session"]["message_count"] == 7
+    cli.ok("demo")
+    assert len(cli.json("history", "demo-trip-planner")["messages"]) == 7

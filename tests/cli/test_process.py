@@ -1,0 +1,119 @@
+"""The CLI as a real process: `python -m turnkeeper` and the declared console-script entry point.
+
+These prove what the in-process runner cannot: the exit status the shell sees, that stderr
+carries one clean line and no traceback, and that nothing but the JSON document reaches stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    values = {key: value for key, value in os.environ.items() if not key.startswith("TURNKEEPER_")}
+    path = os.pathsep.join(filter(None, [str(ROOT / "src"), values.get("PYTHONPATH")]))
+    values |= {"PYTHONPATH": path, "TURNKEEPER_CONFIG": str(tmp_path / "no-such-config.toml")}
+    return values
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 't.db'}"
+
+
+def run(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turnkeeper", *args],
+        input=stdin, capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_success_exits_0_with_one_json_document_on_stdout(env: dict[str, str], db: str) -> None:
+    made = run(env, "sessions", "create", "--key", "k", "--db", db, "--json")
+    assert made.returncode == 0, made.stderr
+    added = run(env, "add", "k", "--role", "user", "--db", db, "--json", stdin="hi from a pipe\n")
+    assert added.returncode == 0, added.stderr
+    context = run(env, "context", "k", "--db", db, "--json")
+    assert context.returncode == 0 and context.stderr == ""
+    document = json.loads(context.stdout)  # nothing else on stdout: not even log events
+    assert document["messages"] == [{"role": "user", "content": "hi from a pipe"}]
+    assert json.loads(made.stdout)["session"]["key"] == "k"
+
+
+def test_an_unknown_session_exits_1_with_one_line_and_no_traceback(
+    env: dict[str, str], db: str
+) -> None:
+    result = run(env, "history", "x", "--db", db, "--json")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == ["error: session 'x' not found in project 'default'"]
+
+
+def test_a_usage_error_exits_2_with_one_line(env: dict[str, str], db: str) -> None:
+    result = run(env, "context", "k", "--strategy", "bogus", "--db", db)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: Invalid value for '--strategy'")
+    assert "Traceback" not in result.stderr
+
+
+def test_delete_without_yes_is_refused_without_a_terminal(env: dict[str, str], db: str) -> None:
+    run(env, "sessions", "create", "--key", "k", "--db", db)
+    result = run(env, "sessions", "delete", "k", "--db", db, stdin="y\n")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: refusing to delete without confirmation: pass --yes"
+        " (see 'turnkeeper sessions delete --help')"
+    ]
+
+
+def test_db_option_overrides_the_environment(env: dict[str, str], db: str, tmp_path: Path) -> None:
+    env["TURNKEEPER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'from-env.db'}"
+    run(env, "sessions", "create", "--key", "in-env")
+    run(env, "sessions", "create", "--key", "in-option", "--db", db)
+    from_env = json.loads(run(env, "sessions", "list", "--json").stdout)["sessions"]
+    from_option = json.loads(run(env, "sessions", "list", "--db", db, "--json").stdout)["sessions"]
+    assert [s["key"] for s in from_env] == ["in-env"]
+    assert [s["key"] for s in from_option] == ["in-option"]
+
+
+def test_a_bad_database_url_is_one_error_line(env: dict[str, str]) -> None:
+    result = run(env, "sessions", "list", "--db", "mysql://nowhere/db")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: database_url: unsupported scheme 'mysql'; use sqlite:///path/to/file.db"
+    ]
+
+
+def test_help_exits_0(env: dict[str, str]) -> None:
+    result = run(env, "--help")
+    assert result.returncode == 0
+    assert "sessions" in result.stdout and "context" in result.stdout
+
+
+def test_the_declared_console_script_entry_point_runs_the_cli(env: dict[str, str], db: str) -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts["turnkeeper"].split(":")
+    code = f"import sys; sys.argv[0] = 'turnkeeper'; from {module} import {function}; {function}()"
+    ok = subprocess.run(
+        [sys.executable, "-c", code, "stats", "--db", db, "--json"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout) == {"projects": []}
+    missing = subprocess.run(
+        [sys.executable, "-c", code, "stats", "nope", "--db", db],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("error: session 'nope' not found")

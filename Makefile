@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench lint typecheck setup clean
+.PHONY: run test bench lint typecheck setup services clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-run: setup ## The main job: a guided demo of the CLI on the embedded SQLite default
+run: setup ## The main job: the CLI demo, then the HTTP service on the embedded SQLite default
 	$(BIN)/turnkeeper demo
+	$(BIN)/turnkeeper serve --no-auth
 
 lint: setup
 	$(BIN)/ruff check src tests bench
@@ -23,11 +24,16 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-test: lint typecheck ## Lint, type-check and run the whole test suite
+services: ## Start PostgreSQL and Redis if they are installed and down (tolerates their absence)
+	@sh scripts/services.sh
+
+test: lint typecheck services ## Lint, type-check and run the whole test suite
 	$(BIN)/python -m pytest -q
 
-bench: setup ## Benchmarks; results go to bench/results/ and the README table
+bench: setup services ## Benchmarks; results go to bench/results/ and the README table
 	$(BIN)/python bench/bench_sqlite.py
+	$(BIN)/python bench/bench_shared.py
+	$(BIN)/python bench/bench_http.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

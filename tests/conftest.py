@@ -1,15 +1,23 @@
-"""Shared fixtures: real stores on real files, a controllable clock, a Turnkeeper over them.
+"""Shared fixtures: real stores on real files and servers, a controllable clock, a Turnkeeper.
 
-`store` is parametrized over every backend, so each test using it is part of the one contract
-suite every backend must pass.
+`store` is parametrized over every backend (a SQLite file; PostgreSQL in a schema of its own per
+test; PostgreSQL behind the LRU and Redis caches), so each test using it is part of the one
+contract suite every backend must pass.
+
+PostgreSQL and Redis are the real servers on 127.0.0.1 (`TURNKEEPER_TEST_POSTGRES_URL`,
+`TURNKEEPER_TEST_REDIS_URL` override). Without them their tests are skipped with a one-line
+reason, except with `CI=true`, where a missing server fails the run.
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -44,14 +52,92 @@ def make_sqlite_store(path: Path) -> SQLiteStore:
     return SQLiteStore(f"sqlite:///{path}", synchronous="NORMAL")
 
 
-@pytest.fixture(params=["sqlite"])
+POSTGRES_URL = os.environ.get(
+    "TURNKEEPER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+REDIS_URL = os.environ.get("TURNKEEPER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def server_missing(what: str, problem: object) -> None:
+    """Skip (one line saying why) — or, in CI, fail: there the servers must be up."""
+    line = str(problem).strip().splitlines()[0] if str(problem).strip() else "no answer"
+    if in_ci():
+        pytest.fail(f"{what} is required when CI=true: {line}", pytrace=False)
+    pytest.skip(f"{what} not reachable ({line}); `make test` starts it")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The URL of the real PostgreSQL server, once it has answered."""
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:
+        server_missing(f"PostgreSQL at {POSTGRES_URL}", exc)
+    return POSTGRES_URL
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> str:
+    """The URL of the real Redis server, once it has answered."""
+    try:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL, socket_timeout=3, socket_connect_timeout=3)
+        client.ping()
+        client.close()
+    except Exception as exc:
+        server_missing(f"Redis at {REDIS_URL}", exc)
+    return REDIS_URL
+
+
+@contextmanager
+def postgres_schema(server_url: str) -> Iterator[str]:
+    """A fresh schema of its own; yields a URL whose connections use it (via `search_path`),
+    and drops it with everything in it afterwards."""
+    import psycopg
+
+    schema = f"tk_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in server_url else "?"
+    try:
+        yield f"{server_url}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A PostgreSQL URL on an empty schema of this test's own."""
+    with postgres_schema(postgres_server) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres", "postgres+redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """A fresh, empty store of each backend."""
     backend: Store
     if request.param == "sqlite":
         backend = make_sqlite_store(tmp_path / "contract.db")
-    else:  # pragma: no cover - future backends register here
-        raise AssertionError(request.param)
+    else:
+        from turnkeeper.storage.postgres import PostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        backend = PostgresStore(url, min_size=1, max_size=4)
+        if request.param == "postgres+redis":
+            from turnkeeper.cache import CachedStore, SessionLRU
+            from turnkeeper.cache.redis_cache import RedisCache
+
+            redis_url = request.getfixturevalue("redis_server")
+            backend = CachedStore(backend, lru=SessionLRU(100), redis=RedisCache(redis_url))
     yield backend
     backend.close()
 

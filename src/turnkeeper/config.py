@@ -83,6 +83,24 @@ class Settings(BaseSettings):
         description="SQLite `synchronous` pragma: FULL (every commit reaches the disk) or NORMAL.",
     )
     default_project: str = Field(default="default", min_length=1, max_length=200)
+    postgres_pool_size: int = Field(
+        default=8, gt=0, description="Most PostgreSQL connections one process keeps open."
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Optional shared cache, e.g. redis://127.0.0.1:6379/0. Never needed for "
+        "correctness: when Redis is down or slow, reads go to the database.",
+    )
+    redis_timeout: timedelta = Field(
+        default=timedelta(milliseconds=100),
+        description="Socket timeout of each Redis call; past it the call is bypassed.",
+    )
+    cache_ttl: timedelta = Field(
+        default=timedelta(seconds=120), description="Lifetime of a Redis cache entry (seed 003)."
+    )
+    lru_size: int = Field(
+        default=100, ge=0, description="Sessions the in-process cache keeps (seed 000); 0: off."
+    )
 
     session_expiration: timedelta | None = Field(
         default=timedelta(hours=24),
@@ -94,6 +112,15 @@ class Settings(BaseSettings):
     expiry_grace: timedelta = Field(
         default=timedelta(0),
         description="How long an expired session is kept before gc deletes it.",
+    )
+    archive_dir: Path | None = Field(
+        default=None,
+        description="Where gc and the sweeper write expired sessions (JSONL, readable by "
+        "`turnkeeper import`) before deleting them. Unset: they are deleted unarchived.",
+    )
+    sliding_expiry: bool = Field(
+        default=False,
+        description="Each append moves expires_at to now + session_expiration (if later).",
     )
 
     strategy: StrategyName = Field(
@@ -137,6 +164,35 @@ class Settings(BaseSettings):
         default=1024 * 1024, gt=0, description="Largest message content accepted (UTF-8 bytes)."
     )
 
+    # -- the HTTP service (`turnkeeper serve`) ---------------------------------------------
+    host: str = Field(default="127.0.0.1", description="Address `turnkeeper serve` binds to.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port `turnkeeper serve` uses.")
+    auth: bool = Field(
+        default=True,
+        description="Require `Authorization: Bearer <API key>` on every request. Off only "
+        "explicitly (`--no-auth`), and then the server binds to loopback only.",
+    )
+    max_request_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        gt=0,
+        description="Largest HTTP request body accepted (413 beyond it).",
+    )
+    llm_base_url: str = Field(
+        default="https://api.openai.com/v1",
+        description="Base URL of the OpenAI-compatible endpoint the /chat turn and the proxy "
+        "call (OpenAI, vLLM, Ollama, llama.cpp server, ...).",
+    )
+    llm_model: str | None = Field(
+        default=None, description="Model the /chat turn asks for (default: `model`)."
+    )
+    llm_api_key: str | None = Field(
+        default=None, description="Bearer key sent to the upstream model endpoint.", repr=False
+    )
+    llm_timeout: timedelta = Field(
+        default=timedelta(seconds=60),
+        description="How long to wait for the upstream model (connect, and between bytes).",
+    )
+
     @field_validator("strategy", mode="before")
     @classmethod
     def _strategy_alias(cls, value: Any) -> Any:
@@ -151,7 +207,14 @@ class Settings(BaseSettings):
             return None
         return parse_duration(value)
 
-    @field_validator("cleanup_interval", "expiry_grace", mode="before")
+    @field_validator(
+        "cleanup_interval",
+        "expiry_grace",
+        "llm_timeout",
+        "redis_timeout",
+        "cache_ttl",
+        mode="before",
+    )
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value)

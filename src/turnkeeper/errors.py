@@ -2,7 +2,8 @@
 
 Backends map their driver errors onto these once, at the boundary; the CLI turns any
 `TurnkeeperError` into a single line on stderr, and (later) the HTTP app maps each class to a
-problem response. Callers catch `TurnkeeperError` to handle all of them.
+problem response (`turnkeeper.server.problems`). Callers catch `TurnkeeperError` to handle all
+of them.
 
     TurnkeeperError
     ├── NotFound
@@ -12,9 +13,14 @@ problem response. Callers catch `TurnkeeperError` to handle all of them.
     │   └── SeqConflict
     ├── InvalidInput             (bad value supplied by a caller; names the field)
     │   ├── InvalidMessage
+    │   │   └── ContentTooLarge  (a message over `max_message_bytes`)
     │   └── InvalidConfig
     ├── ContextBudgetExceeded
-    └── BackendUnavailable
+    ├── BackendUnavailable
+    ├── Unauthenticated          (no API key, or one that is unknown or revoked)
+    ├── Forbidden                (a project key asking for another project by name)
+    └── UpstreamError            (the configured model endpoint failed or answered badly)
+        └── UpstreamTimeout
 """
 
 from __future__ import annotations
@@ -76,6 +82,11 @@ class InvalidMessage(InvalidInput):
     """A message to append is malformed (role, content, size, metadata, tool calls…)."""
 
 
+class ContentTooLarge(InvalidMessage):
+    """A message's content is larger than `max_message_bytes` (HTTP 413, not 422: the cure is
+    a smaller body, not a different value)."""
+
+
 class InvalidConfig(InvalidInput):
     """A configuration value (file, environment or argument) is not acceptable."""
 
@@ -92,3 +103,33 @@ class ContextBudgetExceeded(TurnkeeperError):
 
 class BackendUnavailable(TurnkeeperError):
     """The storage backend cannot be reached or refused to work."""
+
+
+class Unauthenticated(TurnkeeperError):
+    """The request carries no API key, or one that is malformed, unknown or revoked.
+
+    The message never says which of these it was, so a caller cannot probe for key ids.
+    """
+
+
+class Forbidden(TurnkeeperError):
+    """The caller is known but may not do this (a project key naming another project).
+
+    Only raised where the caller named the other project itself; a session of another project
+    addressed by id or key is `SessionNotFound`, so its existence is never revealed.
+    """
+
+
+class UpstreamError(TurnkeeperError):
+    """The upstream model endpoint failed, refused the request or answered something unusable.
+
+    `status` is the upstream's HTTP status when it answered (None when it could not be reached).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream model did not answer within `llm_timeout`."""

@@ -16,7 +16,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from turnkeeper import jsonl
+import structlog
+
+from turnkeeper import expiry, jsonl, metrics
 from turnkeeper.config import Settings
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.history import StoreHistory
@@ -287,14 +289,36 @@ class Turnkeeper:
         """Delete the session and its messages."""
         self.store.delete_session(self.get_session(ref, project=project).id)
 
-    def expire(self, *, delete: bool = False, grace: timedelta | None = None) -> ExpiryReport:
+    def expire(
+        self,
+        *,
+        delete: bool = False,
+        grace: timedelta | None = None,
+        archive_dir: Path | None = None,
+    ) -> ExpiryReport:
         """Mark sessions past `expires_at` expired; with `delete`, delete expired sessions
-        older than the grace period (default: `expiry_grace`)."""
-        return self.store.expire_sessions(
-            now=self._clock(),
-            delete=delete,
-            grace=self.settings.expiry_grace if grace is None else grace,
-        )
+        older than the grace period (default: `expiry_grace`).
+
+        With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
+        sessions to delete are first written to a new JSONL file there, which
+        `turnkeeper import` reads back; nothing is deleted unless its archive is on disk.
+        """
+        now = self._clock()
+        grace = self.settings.expiry_grace if grace is None else grace
+        archive = archive_dir or self.settings.archive_dir
+        if delete and archive is not None:
+            report, path = expiry.archive_and_delete(
+                self.store, now=now, grace=grace, archive_dir=archive
+            )
+            if path is not None:
+                structlog.get_logger("turnkeeper.expiry").info(
+                    "sessions_archived", path=str(path), sessions=len(report.deleted)
+                )
+        else:
+            report = self.store.expire_sessions(now=now, delete=delete, grace=grace)
+        metrics.SESSIONS_EXPIRED.inc(len(report.expired))
+        metrics.SESSIONS_DELETED.inc(len(report.deleted))
+        return report
 
     def session_stats(self, ref: SessionRef, *, project: str | None = None) -> SessionStats:
         """Message counts (by role, user-facing vs internal), token totals and time span."""
@@ -417,9 +441,24 @@ class Turnkeeper:
                 if index == 0 and not drafts:
                     raise
                 raise type(exc)(f"messages[{index}].{exc.field}", exc.problem) from None
-        return self.store.append_messages(
-            session.id, drafts, expected_last_seq=expected_last_seq, now=self._clock()
+        now = self._clock()
+        stored = self.store.append_messages(
+            session.id, drafts, expected_last_seq=expected_last_seq, now=now
         )
+        if self.settings.sliding_expiry:
+            self._slide_expiry(session, stored, now)
+        return stored
+
+    def _slide_expiry(self, session: Session, stored: list[Message], now: datetime) -> None:
+        """Sliding expiry: a session that gets new messages lives another
+        `session_expiration` from now (a session that never expires stays so)."""
+        lifetime = self.settings.session_expiration
+        if lifetime is None or session.expires_at is None:
+            return
+        if not any(message.seq > session.last_seq for message in stored):
+            return  # only retries of stored messages: no new activity
+        if now + lifetime > session.expires_at:
+            self.store.update_session(session.id, SessionPatch(expires_at=now + lifetime), now=now)
 
     def history(
         self,

@@ -279,3 +279,23 @@ class ContextWindow:
 
     messages: tuple[ContextMessage, ...]
     report: ContextReport
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An API key's public record: which project it opens, and whether it is an admin key.
+
+    The secret itself is never part of the record: it is shown once, when the key is made,
+    and only its hash is stored.
+    """
+
+    id: str
+    project: str
+    name: str
+    admin: bool
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from turnkeeper.errors import InvalidInput, InvalidMessage
+from turnkeeper.errors import ContentTooLarge, InvalidInput, InvalidMessage
 from turnkeeper.types import JSONObject, NewMessage, Role, StrategyName, Usage
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")
@@ -104,7 +104,7 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
         raise InvalidMessage("content", f"must be text, got {type(content).__name__}")
     size = len(content.encode("utf-8"))
     if size > max_bytes:
-        raise InvalidMessage("content", f"is {size} bytes; the limit is {max_bytes} bytes")
+        raise ContentTooLarge("content", f"is {size} bytes; the limit is {max_bytes} bytes")
     tool_calls = None
     if message.tool_calls is not None:
         if role is not Role.ASSISTANT:

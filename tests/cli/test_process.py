@@ -92,6 +92,7 @@ def test_a_bad_database_url_is_one_error_line(env: dict[str, str]) -> None:
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         "error: database_url: unsupported scheme 'mysql'; use sqlite:///path/to/file.db"
+        " or postgresql://user@host/db"
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -37,12 +38,22 @@ def gc(
             show_default=False,
         ),
     ] = None,
+    archive_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--archive-dir",
+            metavar="DIR",
+            help="With --delete, first write the sessions to a JSONL file in DIR (readable by "
+            "`turnkeeper import`); default: archive_dir.",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Mark sessions past their expiry as expired (and with --delete, delete old ones)."""
     with open_ctx(db, json_output) as ctx:
-        report = ctx.tk.expire(delete=delete, grace=grace)
+        report = ctx.tk.expire(delete=delete, grace=grace, archive_dir=archive_dir)
         ctx.out.expiry(report, delete=delete)
 
 

@@ -67,6 +67,7 @@ class StoreHistory:
         self._include_internal = include_internal
         self._page_size = page_size
         self._loaded: dict[int, Message] = {}
+        self._tail_floor: int | None = None  # every message from here to the newest is loaded
 
     @property
     def messages_in_store(self) -> int:
@@ -97,7 +98,9 @@ class StoreHistory:
                 newest_first=True,
                 limit=self._page_size,
             )
-            yield from self._remember(page)
+            for message in self._remember(page):
+                self._tail_floor = message.seq
+                yield message
             if len(page) < self._page_size:
                 return
             upper = page[-1].seq - 1
@@ -108,6 +111,10 @@ class StoreHistory:
         )
 
     def count_before(self, seq: int) -> int:
+        if self._include_internal and self._tail_floor is not None and seq >= self._tail_floor:
+            # Everything from `seq` to the newest is loaded, and the session's count covers
+            # the rest: no query, so a build on a huge session stays as cheap as its window.
+            return max(0, self._count - sum(1 for loaded in self._loaded if loaded >= seq))
         return self._store.count_messages(
             self._session_id, before_seq=seq, include_internal=self._include_internal
         )

@@ -6,16 +6,41 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.storage.base import Store
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_backend", "open_store"]
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
-def open_store(url: str, settings: Settings) -> Store:
-    """Open the backend a URL names: `sqlite:///path` (or a bare file path)."""
-    scheme = url.split("://", 1)[0] if "://" in url else "sqlite"
+def open_backend(url: str, settings: Settings) -> Store:
+    """The bare backend a URL names: `sqlite:///path` (or a bare file path), or
+    `postgresql://user@host:port/db` (`postgres://` too). Imported lazily, so the PostgreSQL
+    driver is needed only by those who use it."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
     if scheme == "sqlite":
         from turnkeeper.storage.sqlite import SQLiteStore
 
         return SQLiteStore(url, synchronous=settings.sqlite_synchronous)
+    if scheme in POSTGRES_SCHEMES:
+        from turnkeeper.storage.postgres import PostgresStore
+
+        return PostgresStore(url, max_size=settings.postgres_pool_size)
     raise InvalidConfig(
-        "database_url", f"unsupported scheme {scheme!r}; use sqlite:///path/to/file.db"
+        "database_url",
+        f"unsupported scheme {scheme!r}; use sqlite:///path/to/file.db or"
+        " postgresql://user@host/db",
     )
+
+
+def open_store(url: str, settings: Settings) -> Store:
+    """The backend a URL names, behind the configured caches (`lru_size` sessions in process,
+    and Redis when `redis_url` is set). The caches implement the same contract."""
+    backend = open_backend(url, settings)
+    if settings.lru_size == 0 and settings.redis_url is None:
+        return backend
+    from turnkeeper.cache.store import cached
+
+    try:
+        return cached(backend, settings)
+    except BaseException:
+        backend.close()
+        raise

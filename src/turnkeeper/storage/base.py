@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from turnkeeper.types import (
+    ApiKey,
     ExpiryReport,
     Message,
     MessageDraft,
@@ -171,6 +172,29 @@ class Store(Protocol):
         Idempotent: an existing session is kept and only messages whose id is not yet stored
         are added. Returns how many messages were added.
         """
+        ...
+
+    # -- API keys ---------------------------------------------------------------------------
+
+    def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
+        """Store a new API key record with the hash of its secret (never the secret).
+
+        Raises `Conflict` if `key.id` is already stored.
+        """
+        ...
+
+    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        """The key with this id and its stored secret hash, revoked or not; None if unknown
+        (authentication treats both the same, so this does not raise)."""
+        ...
+
+    def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
+        """Keys of `project` (all projects when None), oldest first, revoked ones included."""
+        ...
+
+    def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
+        """Mark the key revoked at `now` (a key revoked already keeps its first `revoked_at`).
+        Raises `NotFound` for an unknown id."""
         ...
 
     def close(self) -> None:

@@ -80,6 +80,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX sessions_by_key ON sessions (project, key, updated_at)",
         ),
     ),
+    Migration(
+        3,
+        "api keys",
+        (
+            """CREATE TABLE api_keys (
+                id TEXT PRIMARY KEY,
+                project TEXT NOT NULL,
+                name TEXT NOT NULL DEFAULT '',
+                secret_hash TEXT NOT NULL,
+                admin INTEGER NOT NULL DEFAULT 0,
+                created_at TEXT NOT NULL,
+                revoked_at TEXT
+            )""",
+            "CREATE INDEX api_keys_by_project ON api_keys (project, created_at)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,234 @@
+"""HTTP service load test: concurrent clients appending and building context over loopback.
+
+    make bench            # or: python bench/bench_http.py [--seconds 60] [--clients 50]
+
+`turnkeeper serve` runs in its own process (with API keys on, as deployed, and its JSON request
+logs going to /dev/null); an httpx async driver runs N clients, each owning one session and
+looping: append a user message (with a client id) → GET its context (sliding_window, 2,000
+tokens). Measured per backend: requests/s, p50/p99 latency (all requests, and per kind), errors
+(any non-2xx or transport error: must be 0) and messages lost (acknowledged appends missing
+from the store, or stored twice: must be 0).
+
+Backends: the embedded SQLite default (synchronous=FULL: every append reaches the disk), and
+PostgreSQL when `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test database on 127.0.0.1) is
+reachable, in a schema of its own dropped afterwards. Results go to bench/results/http.md and
+into the README between the `bench:http` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+import turnkeeper
+from turnkeeper.apikeys import ApiKeys
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "http.md"
+README = ROOT / "README.md"
+TEXT = "Where should we eat near Alfama tonight? We are vegetarian and like quiet places. "
+
+
+@dataclass
+class Tally:
+    """What the clients saw."""
+
+    append_ms: list[float] = field(default_factory=list)
+    context_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    acknowledged: dict[str, int] = field(default_factory=dict)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(database_url: str) -> Iterator[tuple[str, str]]:
+    """`turnkeeper serve` on `database_url` in a subprocess; yields (URL, an API key)."""
+    with turnkeeper.open(database_url) as tk:
+        _, token = ApiKeys(tk.store).create("bench")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TURNKEEPER_CONFIG": os.devnull}
+    command = [
+        sys.executable,
+        "-m",
+        "turnkeeper",
+        "serve",
+        "--port",
+        str(port),
+        "--db",
+        database_url,
+    ]
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(400):
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("the server did not come up")
+        _warm_up(url, token)
+        yield url, token
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _warm_up(url: str, token: str) -> None:
+    """One append and one build first, so the tokenizer's one-time load is not measured."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+        http.post("/v1/sessions", json={"key": "warm-up"}).raise_for_status()
+        http.post("/v1/sessions/warm-up/messages", json={"role": "user", "content": TEXT})
+        http.get("/v1/sessions/warm-up/context").raise_for_status()
+
+
+async def client(http: httpx.AsyncClient, index: int, deadline: float, tally: Tally) -> None:
+    key = f"bench-client-{index}"
+    response = await http.post("/v1/sessions", json={"key": key, "get_or_create": True})
+    response.raise_for_status()
+    acked = 0
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        try:
+            appended = await http.post(
+                f"/v1/sessions/{key}/messages",
+                json={"role": "user", "content": f"{TEXT}#{acked}", "id": f"{key}-{acked}"},
+            )
+            tally.append_ms.append((time.perf_counter() - started) * 1000)
+            if appended.status_code != 201:
+                tally.errors.append(f"append {appended.status_code}: {appended.text[:200]}")
+                continue
+            acked += 1
+            started = time.perf_counter()
+            window = await http.get(
+                f"/v1/sessions/{key}/context",
+                params={"strategy": "sliding_window", "max_tokens": 2000},
+            )
+            tally.context_ms.append((time.perf_counter() - started) * 1000)
+            if window.status_code != 200:
+                tally.errors.append(f"context {window.status_code}: {window.text[:200]}")
+        except httpx.HTTPError as exc:
+            tally.errors.append(f"transport: {exc!r}")
+    tally.acknowledged[key] = acked
+
+
+async def load(url: str, token: str, clients: int, seconds: float) -> tuple[Tally, float, int]:
+    """Run the clients; returns the tally, the wall time and the messages lost or doubled."""
+    tally = Tally()
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
+        started = time.perf_counter()
+        deadline = started + seconds
+        await asyncio.gather(*(client(http, n, deadline, tally) for n in range(clients)))
+        elapsed = time.perf_counter() - started
+        lost = 0
+        for key, acked in tally.acknowledged.items():
+            stored = (await http.get(f"/v1/sessions/{key}")).json()["message_count"]
+            lost += abs(stored - acked)
+    return tally, elapsed, lost
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def row(backend: str, clients: int, tally: Tally, elapsed: float, lost: int) -> str:
+    every = tally.append_ms + tally.context_ms
+    return (
+        f"| {backend} | {clients} | {elapsed:.0f} s | {len(every):,} | {len(every) / elapsed:,.0f}"
+        f" | {statistics.median(every):.1f} / {pct(every, 0.99):.1f}"
+        f" | {statistics.median(tally.append_ms):.1f} / {pct(tally.append_ms, 0.99):.1f}"
+        f" | {statistics.median(tally.context_ms):.1f} / {pct(tally.context_ms, 0.99):.1f}"
+        f" | {len(tally.errors)} | {lost} |"
+    )
+
+
+@contextmanager
+def postgres_database() -> Iterator[str | None]:
+    """A fresh schema in the bench PostgreSQL database, or None when it is not reachable."""
+    try:
+        import psycopg
+
+        from bench_shared import POSTGRES, bench_schema  # the shared benchmarks' helper
+
+        psycopg.connect(POSTGRES, connect_timeout=2).close()
+    except Exception as exc:  # no driver, no server: the SQLite row alone
+        print(f"PostgreSQL not available ({exc}); benchmarking SQLite only", file=sys.stderr)
+        yield None
+        return
+    with bench_schema() as url:
+        yield url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="10 seconds per backend")
+    args = parser.parse_args()
+    seconds = 10.0 if args.quick else args.seconds
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        backends = [("SQLite (file, synchronous=FULL)", nullcontext(f"sqlite:///{tmp}/http.db"))]
+        backends.append(("PostgreSQL", postgres_database()))
+        for name, database in backends:
+            with database as url:
+                if url is None:
+                    continue
+                with serving(url) as (base, token):
+                    tally, elapsed, lost = asyncio.run(load(base, token, args.clients, seconds))
+                rows.append(row(name, args.clients, tally, elapsed, lost))
+                for error in tally.errors[:5]:
+                    print(f"error: {error}", file=sys.stderr)
+    report = "\n".join(
+        [
+            f"HTTP load, {datetime.now(UTC):%Y-%m-%d}: `turnkeeper serve` (one process, API keys"
+            " on) on loopback; each client owns a session and loops append → context"
+            " (sliding_window, 2,000 tokens). Latencies in ms (p50 / p99).",
+            "",
+            "| backend | clients | run | requests | req/s | all p50 / p99 | append p50 / p99"
+            " | context p50 / p99 | errors | messages lost |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+    print(report)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(report, encoding="utf-8")
+    start, end = "<!-- bench:http -->", "<!-- /bench:http -->"
+    text = README.read_text(encoding="utf-8")
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        README.write_text(f"{head}{start}\n{report}{end}{tail}", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

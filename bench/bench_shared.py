@@ -1,0 +1,247 @@
+"""Shared-backend benchmarks: PostgreSQL appends under concurrency, context builds with and
+without Redis, and the cache hit ratio of a repeated-read workload.
+
+    make bench            # or: python bench/bench_shared.py [--quick]
+
+1. Append throughput on PostgreSQL with 1, 4 and 16 writer processes (each its own pool, like
+   service replicas), all to one session (they queue on its row lock) and each to its own.
+2. Context build (sliding_window, 8,000-token budget) on sessions of 1,000 and 100,000
+   messages: straight from PostgreSQL, and with Redis in front (warm, no in-process LRU).
+3. Hit ratio of the LRU + Redis caches over a workload that rereads a few hot sessions and
+   sometimes appends to them (each append makes the next read of that session a miss).
+
+Everything runs in a schema of its own in `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test
+database on 127.0.0.1), dropped afterwards. Results go to bench/results/shared.md and into the
+README between the `bench:shared` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing as mp
+import os
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import structlog
+from prometheus_client import REGISTRY
+
+import turnkeeper
+from turnkeeper.types import NewMessage
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "shared.md"
+README = ROOT / "README.md"
+POSTGRES = os.environ.get(
+    "TURNKEEPER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+REDIS = os.environ.get("TURNKEEPER_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+TEXT = "The quick brown fox jumps over the lazy dog while we plan the trip to Lisbon. "
+
+
+@contextmanager
+def bench_schema() -> Iterator[str]:
+    schema = f"tk_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{POSTGRES}?options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- 1. appends -------------------------------------------------------------------------------
+
+
+def _writer(url: str, session_id: str, count: int, barrier: Any, out: Any) -> None:
+    with turnkeeper.open(url, lru_size=0, postgres_pool_size=1) as tk:
+        tk.counter.count_text("warm up the tokenizer")
+        barrier.wait()
+        start = time.perf_counter()
+        for i in range(count):
+            tk.append(session_id, "user", f"{TEXT}{i}")
+        out.put((start, time.perf_counter()))
+
+
+def append_throughput(url: str, writers: int, per_writer: int, *, shared: bool) -> float:
+    """Messages per second, all writers together, from the first start to the last end."""
+    with turnkeeper.open(url, lru_size=0) as tk:
+        if shared:
+            one = tk.create_session(ttl=None).id
+            targets = [one] * writers
+        else:
+            targets = [tk.create_session(ttl=None).id for _ in range(writers)]
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(writers), ctx.Queue()
+    procs = [
+        ctx.Process(target=_writer, args=(url, target, per_writer, barrier, out))
+        for target in targets
+    ]
+    for proc in procs:
+        proc.start()
+    spans = [out.get(timeout=900) for _ in procs]
+    for proc in procs:
+        proc.join()
+    elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
+    return writers * per_writer / elapsed
+
+
+# -- 2. context builds ------------------------------------------------------------------------
+
+
+def populate(url: str, size: int) -> str:
+    with turnkeeper.open(url, lru_size=0) as tk:
+        session = tk.create_session(key=f"size-{size}", ttl=None)
+        tk.append(session.id, "system", "You are a meticulous travel agent.")
+        batch: list[NewMessage] = []
+        for i in range(1, size):
+            batch.append(NewMessage("user" if i % 2 else "assistant", f"{TEXT} turn {i}"))
+            if len(batch) == 2000:
+                tk.append_many(session.id, batch)
+                batch = []
+        if batch:
+            tk.append_many(session.id, batch)
+        return session.id
+
+
+def build_latencies(url: str, session_id: str, builds: int, *, redis: bool) -> list[float]:
+    """Build latencies on one long-lived instance (a warmed-up replica)."""
+    options: dict[str, Any] = {"lru_size": 0, "redis_url": REDIS if redis else None}
+    with turnkeeper.open(url, **options) as tk:
+        tk.context(session_id, strategy="sliding_window", max_tokens=8000)  # warm (and fill)
+        timings = []
+        for _ in range(builds):
+            start = time.perf_counter()
+            tk.context(session_id, strategy="sliding_window", max_tokens=8000)
+            timings.append(time.perf_counter() - start)
+    return timings
+
+
+# -- 3. hit ratio -----------------------------------------------------------------------------
+
+
+def counter(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def hit_ratio(url: str, requests: int) -> tuple[float, float, float]:
+    """(overall, LRU share, Redis share) of cacheable reads served by a cache."""
+    rng = random.Random(7)
+    with turnkeeper.open(url, redis_url=REDIS) as tk:
+        sessions = [tk.create_session(ttl=None).id for _ in range(20)]
+        for sid in sessions:
+            tk.append_many(sid, [NewMessage("user", f"{TEXT} {i}") for i in range(200)])
+        before = (
+            counter("turnkeeper_cache_hits_total", layer="lru"),
+            counter("turnkeeper_cache_hits_total", layer="redis"),
+            counter("turnkeeper_cache_misses_total"),
+        )
+        for _ in range(requests):
+            sid = sessions[min(int(rng.expovariate(0.5)), len(sessions) - 1)]  # a few hot ones
+            if rng.random() < 0.1:
+                tk.append(sid, "user", "a new turn")
+            tk.context(sid, strategy="sliding_window", max_tokens=8000)
+        lru = counter("turnkeeper_cache_hits_total", layer="lru") - before[0]
+        shared = counter("turnkeeper_cache_hits_total", layer="redis") - before[1]
+        misses = counter("turnkeeper_cache_misses_total") - before[2]
+    total = lru + shared + misses
+    return (lru + shared) / total, lru / total, shared / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    per_writer_total = 400 if args.quick else 2000
+    sizes = [1000, 10_000] if args.quick else [1000, 100_000]
+    builds = 10 if args.quick else 30
+    requests = 300 if args.quick else 2000
+    command = f"python bench/bench_shared.py{' --quick' if args.quick else ''}"
+
+    lines = [
+        f"Benchmarks of {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (`{command}`), PostgreSQL "
+        f"{_server_version()}, Redis on 127.0.0.1, {os.cpu_count()} CPU cores",
+        "",
+        "### Append throughput on PostgreSQL (single-message appends, one process per writer)",
+        "",
+        "| writers | to one session, messages/s | to distinct sessions, messages/s |",
+        "|---:|---:|---:|",
+    ]
+    with bench_schema() as url:
+        turnkeeper.open(url).close()  # migrate once, before the writers race
+        for writers in (1, 4, 16):
+            per_writer = max(50, per_writer_total // writers)
+            one = append_throughput(url, writers, per_writer, shared=True)
+            many = append_throughput(url, writers, per_writer, shared=False)
+            lines.append(f"| {writers} | {one:,.0f} | {many:,.0f} |")
+            print(lines[-1], flush=True)
+
+        lines += [
+            "",
+            "### Context build (sliding_window, 8,000-token budget), warm replica",
+            "",
+            "| messages in session | PostgreSQL median ms | p90 ms | + Redis median ms | p90 ms |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for size in sizes:
+            session_id = populate(url, size)
+            plain = build_latencies(url, session_id, builds, redis=False)
+            cached = build_latencies(url, session_id, builds, redis=True)
+            lines.append(
+                f"| {size:,} | {statistics.median(plain) * 1e3:.2f}"
+                f" | {percentile(plain, 0.9) * 1e3:.2f}"
+                f" | {statistics.median(cached) * 1e3:.2f} | {percentile(cached, 0.9) * 1e3:.2f} |"
+            )
+            print(lines[-1], flush=True)
+
+        overall, lru, shared = hit_ratio(url, requests)
+        lines += [
+            "",
+            f"### Cache hit ratio ({requests:,} context builds over 20 sessions, a few of them "
+            "hot; 10% of requests append first)",
+            "",
+            "| served by the in-process LRU | by Redis | overall hit ratio |",
+            "|---:|---:|---:|",
+            f"| {lru:.1%} | {shared:.1%} | **{overall:.1%}** |",
+        ]
+    report = "\n".join(lines) + "\n"
+    print(report)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(report, encoding="utf-8")
+    _update_readme(report)
+
+
+def _server_version() -> str:
+    with psycopg.connect(POSTGRES) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    return str(row[0]).split()[0] if row else "?"
+
+
+def _update_readme(report: str) -> None:
+    start, end = "<!-- bench:shared -->", "<!-- /bench:shared -->"
+    text = README.read_text(encoding="utf-8")
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        README.write_text(f"{head}{start}\n{report}{end}{tail}", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Every cache key turnkeeper uses, in one place.
+
+A key names the database (`namespace`: a digest of the store's URL, so stores sharing one Redis
+never see each other's entries), the session, and the session's `version`. Every write to a
+session bumps its version, so an entry made before a write can never be found after it: there
+is nothing to invalidate, and stale entries simply age out (TTL in Redis, LRU in process).
+
+    tk:<namespace>:<session_id>:<version>:<what>
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+PREFIX = "tk"
+
+
+def namespace(store_url: str) -> str:
+    """A short, stable name for one database (the URL carries host, database and schema)."""
+    return hashlib.sha256(store_url.encode()).hexdigest()[:16]
+
+
+def messages(
+    ns: str,
+    session_id: str,
+    version: int,
+    *,
+    from_seq: int | None,
+    to_seq: int | None,
+    include_internal: bool,
+    newest_first: bool,
+    limit: int | None,
+) -> str:
+    """A page of messages (`read_messages` with these arguments)."""
+    what = (
+        f"msgs:{from_seq or ''}-{to_seq or ''}:{int(include_internal)}:{int(newest_first)}"
+        f":{limit or ''}"
+    )
+    return f"{PREFIX}:{ns}:{session_id}:{version}:{what}"
+
+
+def count(
+    ns: str, session_id: str, version: int, *, before_seq: int | None, include_internal: bool
+) -> str:
+    """A message count (`count_messages`)."""
+    return f"{PREFIX}:{ns}:{session_id}:{version}:count:{before_seq or ''}:{int(include_internal)}"
+
+
+def stats(ns: str, session_id: str, version: int) -> str:
+    """Per-session statistics (`session_stats`)."""
+    return f"{PREFIX}:{ns}:{session_id}:{version}:stats"

@@ -1,0 +1,302 @@
+"""A `Store` that caches the costly reads of another `Store`, and keeps the same contract.
+
+Nothing above it knows a cache is there. Writes go straight to the store. The reads a context
+build repeats — message pages and tails, counts, per-session statistics — are cached under keys
+that carry the session's `version`, which every write bumps. Before each cached read the wrapper
+reads the session row itself (a primary-key lookup) to learn the current version, so a reader
+that comes after an acknowledged append asks for a key that did not exist before it: no reader,
+on any replica, can get a window that misses an acknowledged append.
+
+A value is cached only if the version did not move while it was read from the store (checked by
+reading the row again), so an entry always holds exactly what its version contained.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from turnkeeper import metrics
+from turnkeeper.cache import keys
+from turnkeeper.cache.lru import SessionLRU
+from turnkeeper.config import Settings
+from turnkeeper.errors import SessionNotFound
+from turnkeeper.jsonl import message_from_record, message_record
+from turnkeeper.storage.base import Store
+from turnkeeper.storage.codec import from_ts_or_none, to_ts_or_none
+from turnkeeper.types import (
+    ApiKey,
+    ExpiryReport,
+    Message,
+    MessageDraft,
+    NewSession,
+    Page,
+    ProjectStats,
+    Session,
+    SessionFilter,
+    SessionPatch,
+    SessionStats,
+    SessionStatus,
+)
+
+if TYPE_CHECKING:  # without importing redis at run time
+    from turnkeeper.cache.redis_cache import RedisCache
+
+T = TypeVar("T")
+
+
+def _encode_messages(messages: Sequence[Message]) -> bytes:
+    return json.dumps([message_record(m) for m in messages], ensure_ascii=False).encode()
+
+
+def _decode_messages(raw: bytes) -> tuple[Message, ...]:
+    return tuple(message_from_record(record) for record in json.loads(raw))
+
+
+def _encode_count(value: int) -> bytes:
+    return str(value).encode()
+
+
+def _decode_count(raw: bytes) -> int:
+    return int(raw)
+
+
+def _encode_stats(stats: SessionStats) -> bytes:
+    return json.dumps(
+        {
+            "session_id": stats.session_id,
+            "message_count": stats.message_count,
+            "user_facing_messages": stats.user_facing_messages,
+            "internal_messages": stats.internal_messages,
+            "messages_by_role": dict(stats.messages_by_role),
+            "stored_tokens": stats.stored_tokens,
+            "usage_input_tokens": stats.usage_input_tokens,
+            "usage_output_tokens": stats.usage_output_tokens,
+            "first_message_at": to_ts_or_none(stats.first_message_at),
+            "last_message_at": to_ts_or_none(stats.last_message_at),
+        }
+    ).encode()
+
+
+def _decode_stats(raw: bytes) -> SessionStats:
+    record = json.loads(raw)
+    record["first_message_at"] = from_ts_or_none(record["first_message_at"])
+    record["last_message_at"] = from_ts_or_none(record["last_message_at"])
+    return SessionStats(**record)
+
+
+class CachedStore:
+    """`Store` over another store, with an in-process LRU and/or Redis in front of its reads."""
+
+    def __init__(
+        self,
+        inner: Store,
+        *,
+        lru: SessionLRU | None = None,
+        redis: RedisCache | None = None,
+    ) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.lru = lru
+        self.redis = redis
+        self._ns = keys.namespace(inner.url)
+
+    def __getattr__(self, name: str) -> Any:
+        """Backend extras outside the contract (`schema_version`, `path`, …) stay reachable."""
+        if name == "inner":  # not set yet (e.g. while unpickling): don't recurse
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # -- the cache rule ---------------------------------------------------------------------
+
+    def _cached(
+        self,
+        session_id: str,
+        key_for: Callable[[int], str],
+        load: Callable[[], T],
+        encode: Callable[[T], bytes],
+        decode: Callable[[bytes], T],
+    ) -> T:
+        version = self.inner.get_session(session_id).version
+        key = key_for(version)
+        if self.lru is not None:
+            held = self.lru.get(session_id, version, key)
+            if held is not None:
+                metrics.CACHE_HITS.labels("lru").inc()
+                return held  # type: ignore[no-any-return]
+        if self.redis is not None:
+            raw = self.redis.get(key)
+            if raw is not None:
+                value = decode(raw)
+                metrics.CACHE_HITS.labels("redis").inc()
+                if self.lru is not None:
+                    self.lru.put(session_id, version, key, value)
+                return value
+        metrics.CACHE_MISSES.inc()
+        value = load()
+        if self.inner.get_session(session_id).version == version:  # nothing written meanwhile
+            if self.lru is not None:
+                self.lru.put(session_id, version, key, value)
+            if self.redis is not None:
+                self.redis.set(key, encode(value))
+        return value
+
+    # -- cached reads -----------------------------------------------------------------------
+
+    def read_messages(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        args: dict[str, Any] = {
+            "from_seq": from_seq,
+            "to_seq": to_seq,
+            "include_internal": include_internal,
+            "newest_first": newest_first,
+            "limit": limit,
+        }
+        try:
+            page = self._cached(
+                session_id,
+                lambda version: keys.messages(self._ns, session_id, version, **args),
+                lambda: tuple(self.inner.read_messages(session_id, **args)),
+                _encode_messages,
+                _decode_messages,
+            )
+        except SessionNotFound:
+            return self.inner.read_messages(session_id, **args)
+        return list(page)
+
+    def count_messages(
+        self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
+    ) -> int:
+        def load() -> int:
+            return self.inner.count_messages(
+                session_id, before_seq=before_seq, include_internal=include_internal
+            )
+
+        try:
+            return self._cached(
+                session_id,
+                lambda version: keys.count(
+                    self._ns,
+                    session_id,
+                    version,
+                    before_seq=before_seq,
+                    include_internal=include_internal,
+                ),
+                load,
+                _encode_count,
+                _decode_count,
+            )
+        except SessionNotFound:
+            return load()
+
+    def session_stats(self, session_id: str) -> SessionStats:
+        return self._cached(
+            session_id,
+            lambda version: keys.stats(self._ns, session_id, version),
+            lambda: self.inner.session_stats(session_id),
+            _encode_stats,
+            _decode_stats,
+        )
+
+    # -- everything else goes to the store --------------------------------------------------
+
+    def meta(self, name: str, default: str) -> str:
+        return self.inner.meta(name, default)
+
+    def create_session(self, new: NewSession, *, now: datetime) -> Session:
+        return self.inner.create_session(new, now=now)
+
+    def get_or_create_session(self, new: NewSession, *, now: datetime) -> tuple[Session, bool]:
+        return self.inner.get_or_create_session(new, now=now)
+
+    def get_session(self, session_id: str) -> Session:
+        return self.inner.get_session(session_id)
+
+    def find_session_by_key(self, project: str, key: str) -> Session:
+        return self.inner.find_session_by_key(project, key)
+
+    def list_sessions(
+        self, where: SessionFilter, *, limit: int, cursor: str | None = None
+    ) -> Page[Session]:
+        return self.inner.list_sessions(where, limit=limit, cursor=cursor)
+
+    def update_session(self, session_id: str, patch: SessionPatch, *, now: datetime) -> Session:
+        return self.inner.update_session(session_id, patch, now=now)
+
+    def set_status(self, session_id: str, status: SessionStatus, *, now: datetime) -> Session:
+        return self.inner.set_status(session_id, status, now=now)
+
+    def reset_session(
+        self, session_id: str, *, keep_system_message: bool, now: datetime
+    ) -> Session:
+        return self.inner.reset_session(
+            session_id, keep_system_message=keep_system_message, now=now
+        )
+
+    def delete_session(self, session_id: str) -> None:
+        self.inner.delete_session(session_id)
+
+    def append_messages(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> list[Message]:
+        return self.inner.append_messages(
+            session_id, drafts, expected_last_seq=expected_last_seq, now=now
+        )
+
+    def expire_sessions(
+        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
+    ) -> ExpiryReport:
+        return self.inner.expire_sessions(now=now, delete=delete, grace=grace)
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        return self.inner.project_stats(project)
+
+    def import_session(self, session: Session, messages: Sequence[Message]) -> int:
+        return self.inner.import_session(session, messages)
+
+    def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
+        self.inner.create_api_key(key, secret_hash=secret_hash)
+
+    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        return self.inner.find_api_key(key_id)
+
+    def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
+        return self.inner.list_api_keys(project)
+
+    def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
+        return self.inner.revoke_api_key(key_id, now=now)
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            if self.redis is not None:
+                self.redis.close()
+
+
+def cached(store: Store, settings: Settings) -> CachedStore:
+    """`store` behind the caches `settings` configure (`lru_size`, `redis_url`)."""
+    redis = None
+    if settings.redis_url is not None:
+        from turnkeeper.cache.redis_cache import RedisCache
+
+        redis = RedisCache(
+            settings.redis_url, timeout=settings.redis_timeout, ttl=settings.cache_ttl
+        )
+    lru = SessionLRU(settings.lru_size) if settings.lru_size else None
+    return CachedStore(store, lru=lru, redis=redis)

@@ -1,0 +1,115 @@
+"""`turnkeeper serve` (the HTTP service) and `turnkeeper keys …` (its API keys)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from turnkeeper.apikeys import ApiKeys
+from turnkeeper.cli.app import DbOption, JsonOption, ProjectOption, app, open_ctx
+from turnkeeper.config import load_settings
+from turnkeeper.types import ApiKey
+
+keys = typer.Typer(help="Make, list and revoke API keys of the HTTP service.", no_args_is_help=True)
+app.add_typer(keys, name="keys")
+
+
+@app.command("serve")
+def serve(
+    host: Annotated[
+        str | None,
+        typer.Option("--host", metavar="ADDR", help="Address to bind (default: 127.0.0.1).",
+                     show_default=False),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", metavar="N", help="Port (default: 8000).", show_default=False),
+    ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option("--no-auth", help="Serve without API keys (loopback addresses only)."),
+    ] = False,
+    db: DbOption = None,
+) -> None:  # fmt: skip
+    """Run the HTTP service: REST under /v1, the chat turn, the OpenAI-compatible proxy."""
+    import uvicorn
+
+    from turnkeeper.server.app import check_bind, create_app
+    from turnkeeper.server.observability import configure_logging
+
+    settings = load_settings(database_url=db, host=host, port=port, auth=False if no_auth else None)
+    check_bind(settings)
+    configure_logging()
+    url = f"http://{settings.host}:{settings.port}"
+    typer.echo(f"turnkeeper is serving on {url} (API docs: {url}/docs)", err=True)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        access_log=False,  # the service logs each request itself, as JSON with its request id
+        log_config=None,
+        # longer than uvicorn's 5 s, so a client (or proxy) reusing a pooled connection does not
+        # race the server closing it
+        timeout_keep_alive=75,
+    )
+
+
+def _key_record(key: ApiKey) -> dict[str, object]:
+    return {
+        "id": key.id, "project": key.project, "name": key.name, "admin": key.admin,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
+    }  # fmt: skip
+
+
+@keys.command("create")
+def create_key(
+    project: Annotated[str, typer.Option("--project", metavar="P", help="The key's project.")],
+    admin: Annotated[
+        bool, typer.Option("--admin", help="An admin key sees every project.")
+    ] = False,
+    name: Annotated[str | None, typer.Option("--name", metavar="N", help="A label.")] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Make an API key and print it, once: only its hash is stored."""
+    with open_ctx(db, json_output) as ctx:
+        key, token = ApiKeys(ctx.tk.store).create(project, name=name, admin=admin)
+        if ctx.out.json:
+            ctx.out.document({**_key_record(key), "token": token})
+            return
+        typer.echo(token)
+        kind = "admin key" if admin else f"key for project {project!r}"
+        ctx.out.warn(f"New {kind} {key.id}. Store it now: it cannot be shown again.")
+
+
+@keys.command("list")
+def list_keys(
+    project: ProjectOption = None, db: DbOption = None, json_output: JsonOption = False
+) -> None:
+    """List API keys (of --project), revoked ones included; secrets are never shown."""
+    with open_ctx(db, json_output) as ctx:
+        records = [_key_record(key) for key in ApiKeys(ctx.tk.store).list_keys(project)]
+        if ctx.out.json:
+            ctx.out.document(records)
+            return
+        for record in records:
+            state = "revoked" if record["revoked_at"] else "active"
+            role = "admin" if record["admin"] else "project"
+            typer.echo(f"{record['id']}  {record['project']}  {role}  {state}  {record['name']}")
+
+
+@keys.command("revoke")
+def revoke_key(
+    key_id: Annotated[str, typer.Argument(metavar="KEY_ID", help="The id (tk_<id>_…) to revoke.")],
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Revoke an API key: every later request with it is refused (401)."""
+    with open_ctx(db, json_output) as ctx:
+        key = ApiKeys(ctx.tk.store).revoke(key_id)
+        if ctx.out.json:
+            ctx.out.document(_key_record(key))
+            return
+        ctx.out.note(f"Revoked key {key.id} of project {key.project!r}.")

@@ -1,0 +1,215 @@
+"""Expiry: cold storage for expired sessions, and the sweeper that runs expiry on a timer.
+
+`Turnkeeper.expire()` marks sessions past `expires_at` as expired and, with `delete`, removes
+those past the grace period. With an archive directory it first writes them to one JSONL file
+per run, in `turnkeeper.jsonl`'s export format, so `turnkeeper import FILE` brings them back.
+The file is written under a temporary name, flushed to disk and renamed before anything is
+deleted: a session is never deleted unless its archive is complete and durable.
+
+The `Sweeper` runs expiry every `cleanup_interval` in a service process. Replicas share one
+database, so only one of them may sweep at a time: each run first tries a lock shared by every
+process on that database (a PostgreSQL advisory lock; a lock file beside a SQLite database) and
+skips the run if another sweeper holds it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from turnkeeper import jsonl, metrics
+from turnkeeper.errors import BackendUnavailable, SessionNotFound, TurnkeeperError
+from turnkeeper.storage.base import Store
+from turnkeeper.types import ExpiryReport, SessionFilter, SessionStatus
+
+if TYPE_CHECKING:
+    from turnkeeper.service import Turnkeeper
+
+SWEEP_LOCK_KEY = 7_301_114_225_806_338
+"""The PostgreSQL advisory-lock key sweepers share (any fixed number unlikely to clash)."""
+
+SweepLock = Callable[[], AbstractContextManager[bool]]
+"""Enters a lock without waiting; yields whether this process got it."""
+
+
+def expired_before(store: Store, cutoff: datetime) -> list[str]:
+    """Ids of expired sessions whose expiry (or, lacking one, last activity) is <= `cutoff`."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = store.list_sessions(
+            SessionFilter(status=SessionStatus.EXPIRED), limit=500, cursor=cursor
+        )
+        ids.extend(s.id for s in page.items if (s.expires_at or s.updated_at) <= cutoff)
+        if page.next_cursor is None:
+            return sorted(ids)
+        cursor = page.next_cursor
+
+
+def archive_sessions(
+    store: Store, session_ids: list[str], archive_dir: Path, now: datetime
+) -> Path:
+    """Write the sessions and their messages to a new JSONL file in `archive_dir`; returns it.
+
+    The file appears under its final name only once complete and flushed to disk.
+    """
+    try:
+        archive_dir.mkdir(parents=True, exist_ok=True)
+        final = (
+            archive_dir / f"turnkeeper-archive-{now:%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}.jsonl"
+        )
+        partial = final.with_name(f".{final.name}.partial")
+        with partial.open("w", encoding="utf-8") as out:
+            jsonl.export_sessions(store, session_ids, out)
+            out.flush()
+            os.fsync(out.fileno())
+        partial.rename(final)
+        directory = os.open(archive_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except OSError as exc:
+        raise BackendUnavailable(f"cannot write the archive in {archive_dir}: {exc}") from exc
+    return final
+
+
+def archive_and_delete(
+    store: Store, *, now: datetime, grace: timedelta, archive_dir: Path
+) -> tuple[ExpiryReport, Path | None]:
+    """Mark due sessions expired, then archive and delete the expired ones past `grace`.
+
+    Only the sessions written to the archive are deleted (by id), so a session that expires
+    while the archive is being written waits for the next run rather than being lost.
+    """
+    marked = store.expire_sessions(now=now)
+    due = expired_before(store, now - grace)
+    if not due:
+        return marked, None
+    path = archive_sessions(store, due, archive_dir, now)
+    deleted = []
+    for session_id in due:
+        try:
+            store.delete_session(session_id)
+        except SessionNotFound:  # deleted meanwhile (by hand); it is archived either way
+            continue
+        deleted.append(session_id)
+    metrics.SESSIONS_ARCHIVED.inc(len(due))
+    return ExpiryReport(expired=marked.expired, deleted=tuple(deleted)), path
+
+
+# -- one sweeper at a time --------------------------------------------------------------------
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[bool]:
+    """An exclusive `flock` on `path`, if free. Released when the block ends or the process
+    dies, so a crashed sweeper never blocks the others."""
+    handle = path.open("a")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        handle.close()
+
+
+def sweep_lock(store: Store) -> SweepLock:
+    """The lock every sweeper on `store`'s database shares."""
+    from turnkeeper.cache.store import CachedStore
+    from turnkeeper.storage.sqlite import SQLiteStore
+
+    backend = store.inner if isinstance(store, CachedStore) else store
+    if isinstance(backend, SQLiteStore):
+        lock_path = backend.path.with_name(backend.path.name + ".sweep.lock")
+        return lambda: file_lock(lock_path)
+    if backend.url.startswith(("postgresql://", "postgres://")):
+        from turnkeeper.storage.postgres import PostgresStore
+
+        if isinstance(backend, PostgresStore):
+            return lambda: backend.advisory_lock(SWEEP_LOCK_KEY)
+    local = threading.Lock()  # an unknown backend: at least one sweeper per process
+
+    @contextmanager
+    def in_process() -> Iterator[bool]:
+        acquired = local.acquire(blocking=False)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                local.release()
+
+    return in_process
+
+
+class Sweeper:
+    """Runs `tk.expire(delete=…)` every `interval` on a background thread; one at a time
+    across every process sharing the database. `start()` and `stop()` it with the service."""
+
+    def __init__(
+        self,
+        tk: Turnkeeper,
+        *,
+        interval: timedelta | None = None,
+        delete: bool = True,
+        lock: SweepLock | None = None,
+        logger: Any = None,
+    ) -> None:
+        self.tk = tk
+        self.interval = interval or tk.settings.cleanup_interval
+        self.delete = delete
+        self.lock = lock or sweep_lock(tk.store)
+        self._logger = logger or structlog.get_logger("turnkeeper.expiry")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> ExpiryReport | None:
+        """One sweep now; None if another sweeper holds the lock or the sweep failed."""
+        try:
+            with self.lock() as acquired:
+                if not acquired:
+                    metrics.SWEEPS.labels("skipped").inc()
+                    return None
+                report = self.tk.expire(delete=self.delete)
+        except TurnkeeperError as exc:  # the next run tries again
+            metrics.SWEEPS.labels("failed").inc()
+            self._logger.warning("expiry_sweep_failed", error=str(exc))
+            return None
+        metrics.SWEEPS.labels("ran").inc()
+        self._logger.info("expiry_sweep", expired=len(report.expired), deleted=len(report.deleted))
+        return report
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.run_once()
+            self._stop.wait(self.interval.total_seconds())
+
+    def start(self) -> None:
+        """Sweep now, then every `interval`, on a daemon thread."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="turnkeeper-sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop after the current sweep (if any) finishes."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None

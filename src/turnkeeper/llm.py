@@ -1,0 +1,244 @@
+"""A small client for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp …).
+
+Only what the chat turn and the proxy need: one `POST {base_url}/chat/completions`, either whole
+or as server-sent events. It speaks the wire format as plain JSON objects rather than through
+an SDK's typed models, because the proxy must hand the upstream's answer back unchanged in
+shape, unknown fields included.
+
+Every failure is mapped here, once, onto our own tree: a timeout is `UpstreamTimeout`; an
+unreachable endpoint, an error status or an unusable body is `UpstreamError` (with the
+upstream's status when it answered). Nothing above this module sees an httpx exception.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from turnkeeper.config import Settings
+from turnkeeper.errors import UpstreamError, UpstreamTimeout
+from turnkeeper.types import Usage
+
+Observer = Callable[[str, float], None]
+"""Told `(outcome, seconds)` after every upstream call: `ok`, `timeout`, `unreachable`,
+`status_<code>` or `bad_response`. The server turns it into metrics."""
+
+
+def _ignore(outcome: str, seconds: float) -> None:
+    """The default observer."""
+
+
+class LLMClient:
+    """Calls one OpenAI-compatible endpoint with a fixed key and timeout.
+
+    `transport` lets a caller supply its own httpx transport (e.g. to reach a test server on a
+    Unix socket); by default httpx's own is used. Thread-safe, like `httpx.Client`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+        observer: Observer = _ignore,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+        self._observe = observer
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, observer: Observer = _ignore) -> LLMClient:
+        return cls(
+            settings.llm_base_url,
+            api_key=settings.llm_api_key,
+            timeout=settings.llm_timeout.total_seconds(),
+            observer=observer,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A whole chat completion: the upstream's JSON object, as it sent it."""
+        started = time.perf_counter()
+        with self._failures(started):
+            response = self._http.post("/chat/completions", json=dict(body, stream=False))
+            _raise_for_status(response)
+            try:
+                data = response.json()
+            except ValueError:
+                raise UpstreamError("the upstream answered with a body that is not JSON") from None
+            if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+                raise UpstreamError("the upstream's answer has no `choices` list")
+        self._observe("ok", time.perf_counter() - started)
+        return data
+
+    def stream(self, body: Mapping[str, Any]) -> ChatStream:
+        """Open a streaming completion. Returns once the upstream has accepted the request
+        (so a refusal or an unreachable endpoint is raised here, before anything is sent to
+        the caller); iterate the result for the chunks and close it when done."""
+        started = time.perf_counter()
+        request = self._http.build_request(
+            "POST", "/chat/completions", json=dict(body, stream=True)
+        )
+        with self._failures(started):
+            response = self._http.send(request, stream=True)
+            if response.status_code >= 400:
+                response.read()
+                response.close()
+                _raise_for_status(response)
+        return ChatStream(response, lambda outcome: self._observe(outcome, _since(started)))
+
+    @contextmanager
+    def _failures(self, started: float) -> Iterator[None]:
+        try:
+            yield
+        except httpx.TimeoutException as exc:
+            self._observe("timeout", _since(started))
+            raise UpstreamTimeout(f"the upstream model did not answer in time ({exc})") from None
+        except httpx.HTTPError as exc:
+            self._observe("unreachable", _since(started))
+            raise UpstreamError(
+                f"cannot reach the upstream model at {self.base_url}: {exc}"
+            ) from None
+        except UpstreamError as exc:
+            self._observe(f"status_{exc.status}" if exc.status else "bad_response", _since(started))
+            raise
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
+
+
+def _raise_for_status(response: httpx.Response) -> None:
+    """An error status becomes `UpstreamError`, carrying the upstream's own message."""
+    if response.status_code < 400:
+        return
+    detail = response.text[:500]
+    try:
+        error = response.json().get("error")
+        if isinstance(error, dict) and error.get("message"):
+            detail = str(error["message"])
+        elif isinstance(error, str):
+            detail = error
+    except (ValueError, AttributeError):
+        pass
+    raise UpstreamError(
+        f"the upstream model answered {response.status_code}: {detail}",
+        status=response.status_code,
+    )
+
+
+class ChatStream:
+    """An accepted streaming completion: iterating yields each chunk as the upstream sent it
+    (a JSON object per `data:` event, up to `[DONE]`). Closing releases the connection; a
+    failure part-way raises `UpstreamError` / `UpstreamTimeout` from the iteration."""
+
+    def __init__(self, response: httpx.Response, done: Callable[[str], None]) -> None:
+        self._response = response
+        self._done = done
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        outcome = "bad_response"
+        try:
+            for line in self._response.iter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments, `event:` lines and blank separators
+                payload = line.removeprefix("data:").strip()
+                if payload == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(payload)
+                except ValueError:
+                    raise UpstreamError("the upstream sent an event that is not JSON") from None
+                if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+                    raise UpstreamError(f"the upstream failed while streaming: {chunk['error']}")
+                yield chunk
+            outcome = "ok"
+        except httpx.TimeoutException:
+            outcome = "timeout"
+            raise UpstreamTimeout("the upstream model stopped answering mid-stream") from None
+        except httpx.HTTPError as exc:
+            outcome = "unreachable"
+            raise UpstreamError(f"the upstream connection broke mid-stream: {exc}") from None
+        finally:
+            self.close()
+            self._done(outcome)
+
+    def close(self) -> None:
+        self._response.close()
+
+
+@dataclass
+class Reply:
+    """What a completion said, gathered from a whole answer or from stream chunks."""
+
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+
+    @classmethod
+    def from_completion(cls, data: Mapping[str, Any]) -> Reply:
+        """The first choice of a whole (non-streamed) completion."""
+        reply = cls(model=data.get("model"), usage=_usage(data.get("usage")))
+        choices = data.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        reply.content = message.get("content") or ""
+        reply.tool_calls = list(message.get("tool_calls") or [])
+        reply.finish_reason = choices[0].get("finish_reason")
+        return reply
+
+    def add_chunk(self, chunk: Mapping[str, Any]) -> str:
+        """Fold one stream chunk in; returns the text it added (for relaying deltas)."""
+        self.model = chunk.get("model") or self.model
+        self.usage = _usage(chunk.get("usage")) or self.usage
+        choices = chunk.get("choices") or []
+        if not choices:
+            return ""
+        self.finish_reason = choices[0].get("finish_reason") or self.finish_reason
+        for call in (choices[0].get("delta") or {}).get("tool_calls") or []:
+            self._add_tool_call_delta(call)
+        text = delta_text(chunk)
+        self.content += text
+        return text
+
+    def _add_tool_call_delta(self, delta: Mapping[str, Any]) -> None:
+        """Streamed tool calls arrive in pieces keyed by `index`; arguments are concatenated."""
+        index = int(delta.get("index", len(self.tool_calls)))
+        while len(self.tool_calls) <= index:
+            self.tool_calls.append(
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+        call = self.tool_calls[index]
+        call["id"] = delta.get("id") or call["id"]
+        function = delta.get("function") or {}
+        call["function"]["name"] += function.get("name") or ""
+        call["function"]["arguments"] += function.get("arguments") or ""
+
+
+def delta_text(chunk: Mapping[str, Any]) -> str:
+    """The text a stream chunk adds (its first choice's `delta.content`)."""
+    choices = chunk.get("choices") or [{}]
+    return str((choices[0].get("delta") or {}).get("content") or "")
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, Mapping):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return Usage(input_tokens=max(prompt, 0), output_tokens=max(completion, 0))

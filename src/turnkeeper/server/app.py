@@ -1,0 +1,142 @@
+"""The app factory: `create_app(settings)` wires one FastAPI app from validated settings.
+
+Nothing is built at import time. The factory takes the settings (built at the edge: the
+`serve` command or a test) and optionally an open `Turnkeeper`; what must be opened and closed
+(the store, the upstream HTTP client, the expiry sweeper) is opened in the lifespan and closed
+when the app stops.
+Everything a route needs is put on `app.state` and reached through `deps`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import turnkeeper
+from turnkeeper.apikeys import ApiKeys
+from turnkeeper.config import Settings
+from turnkeeper.errors import InvalidConfig
+from turnkeeper.expiry import Sweeper
+from turnkeeper.llm import LLMClient
+from turnkeeper.server import problems
+from turnkeeper.server.observability import RequestObserver, record_stored, record_upstream
+from turnkeeper.server.routes import (
+    chat,
+    context,
+    conversations,
+    health,
+    messages,
+    proxy,
+    sessions,
+    stats,
+)
+from turnkeeper.server.schemas import Problem
+from turnkeeper.service import Turnkeeper
+from turnkeeper.turns import ChatTurns
+
+ROUTERS = (sessions, messages, context, stats, chat, proxy, conversations, health)
+
+DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),
+token-budgeted context windows, a chat turn against any OpenAI-compatible model, and an
+OpenAI-compatible proxy that remembers. Every error is an RFC 9457 problem document
+(`application/problem+json`)."""
+
+
+def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
+    """The HTTP service over `settings`. With `tk`, the app serves that (open) Turnkeeper and
+    leaves closing it to the caller; without, it opens one on `settings.database_url` itself."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = tk if tk is not None else turnkeeper.open(settings=settings)
+        llm = LLMClient.from_settings(settings, observer=record_upstream)
+        app.state.settings = settings
+        app.state.tk = service
+        app.state.keys = ApiKeys(service.store)
+        app.state.turns = ChatTurns(service, llm, on_stored=record_stored)
+        sweeper = Sweeper(service)  # seed 000's hourly cleanup; one sweeper at a time per database
+        sweeper.start()
+        try:
+            yield
+        finally:
+            sweeper.stop()
+            llm.close()
+            if tk is None:
+                service.close()
+
+    app = FastAPI(
+        title="turnkeeper",
+        version=turnkeeper.__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    for module in ROUTERS:
+        app.include_router(module.router)
+    problems.install(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(RequestObserver)
+    _document_problems(app)
+    return app
+
+
+def _document_problems(app: FastAPI) -> None:
+    """Put the `Problem` schema in the OpenAPI components the problem responses point at."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            schemas["Problem"] = Problem.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+class BodyLimit:
+    """ASGI middleware: a body announced larger than `max_bytes` is refused with a 413 problem
+    before it is read (a message limit alone would let a client make us buffer any size)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            length = dict(scope.get("headers", [])).get(b"content-length", b"0")
+            if length.isdigit() and int(length) > self.max_bytes:
+                body = problems.problem(
+                    413,
+                    f"the request body is {int(length)} bytes; the limit is {self.max_bytes}",
+                    instance=scope["path"],
+                    request_id=scope.get("state", {}).get("request_id"),
+                )
+                response = JSONResponse(body, 413, media_type=problems.MEDIA_TYPE)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def check_bind(settings: Settings) -> None:
+    """Refuse to serve without API keys on anything but a loopback address: turning auth off
+    is for a developer's own machine, never for a network."""
+    if settings.auth:
+        return
+    host = settings.host.strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise InvalidConfig(
+            "host", f"--no-auth serves on loopback addresses only (127.0.0.1, ::1), not {host!r}"
+        )

@@ -1,0 +1,59 @@
+"""Who is calling: the API key on the request, and the project it may see.
+
+Every `/v1` and `/api/v1` request carries `Authorization: Bearer tk_<id>_<secret>`. A project
+key sees its own project only: a session of another project, addressed by id or key, is a 404
+(`SessionNotFound`, so its existence is not revealed); naming another project outright (a
+listing filter, a new session's project) is a 403. An admin key sees every project. With auth
+turned off (`--no-auth`, loopback only) every caller is an admin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from turnkeeper.apikeys import ApiKeys
+from turnkeeper.errors import Forbidden, Unauthenticated
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key made with `turnkeeper keys create --project P`: tk_<id>_<secret>.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The authenticated caller: a project key (`project` set) or an admin (sees all)."""
+
+    project: str | None
+    admin: bool
+    key_id: str | None = None
+
+    def scope(self, requested: str | None) -> str | None:
+        """The project a request works in. A project key works in its own (naming another is
+        `Forbidden`); an admin works in the one it names, or across all when it names none."""
+        if self.admin:
+            return requested
+        if requested is not None and requested != self.project:
+            raise Forbidden(f"this API key belongs to project {self.project!r}")
+        return self.project
+
+
+ANONYMOUS_ADMIN = Caller(project=None, admin=True)
+
+
+def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:
+    """The caller of `request`, from its bearer token (`Unauthenticated` without a valid one)."""
+    if not request.app.state.settings.auth:
+        return ANONYMOUS_ADMIN
+    if credentials is None:
+        raise Unauthenticated(
+            "this request needs an API key: Authorization: Bearer tk_<id>_<secret>"
+        )
+    keys: ApiKeys = request.app.state.keys
+    key = keys.verify(credentials.credentials)
+    request.state.key_id = key.id
+    return Caller(project=key.project, admin=key.admin, key_id=key.id)

@@ -1,0 +1,167 @@
+"""Logs and metrics of the HTTP service.
+
+- Logs are structlog JSON lines on stderr. The request middleware binds a request id (the
+  client's `X-Request-ID` when it sends a sane one, else a new one) into structlog's context
+  variables, so every line logged while serving that request carries it, including the
+  core's `conversation_context_loaded` event; the id is echoed back in `X-Request-ID`.
+- Metrics are the named objects in `turnkeeper.metrics`. Context builds are counted from the
+  `conversation_context_loaded` event itself (a structlog processor), so the core stays free
+  of metrics code and no build can go uncounted.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+import uuid
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from turnkeeper import metrics
+from turnkeeper.context.builder import EVENT as CONTEXT_EVENT
+from turnkeeper.types import Message as StoredMessage
+from turnkeeper.types import Session
+
+REQUEST_ID_HEADER = "x-request-id"
+_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+log = structlog.get_logger("turnkeeper.server")
+
+
+def count_context_builds(
+    logger: Any, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: every `conversation_context_loaded` event is one context build."""
+    if event_dict.get("event") == CONTEXT_EVENT:
+        strategy = str(event_dict.get("strategy", "unknown"))
+        metrics.CONTEXT_BUILDS.labels(strategy).inc()
+        if event_dict.get("messages_truncated"):
+            metrics.CONTEXT_TRUNCATIONS.labels(strategy).inc()
+    return event_dict
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """JSON lines on stderr for structlog and the standard library (uvicorn's own logs)."""
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        count_context_builds,
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[
+            *shared,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.JSONRenderer(),
+            ],
+        )
+    )
+    for name in ("uvicorn", "uvicorn.error"):
+        stdlib = logging.getLogger(name)
+        stdlib.handlers = [handler]
+        stdlib.propagate = False
+        stdlib.setLevel(level)
+
+
+# -- what the core stored -------------------------------------------------------------------
+
+
+def record_stored(session: Session, created: bool, messages: Sequence[StoredMessage]) -> None:
+    """Count a write: a session created, and the messages newly stored (retries are not)."""
+    if created:
+        metrics.SESSIONS_CREATED.inc()
+    for message in messages:
+        metrics.MESSAGES_APPENDED.labels(message.role.value).inc()
+        metrics.TOKENS_STORED.inc(message.tokens)
+
+
+def record_upstream(outcome: str, seconds: float) -> None:
+    """The `LLMClient` observer: latency by outcome, and errors by kind."""
+    metrics.UPSTREAM_LATENCY.labels(outcome).observe(seconds)
+    if outcome != "ok":
+        metrics.UPSTREAM_ERRORS.labels(outcome).inc()
+
+
+# -- per request ----------------------------------------------------------------------------
+
+
+class RequestObserver:
+    """ASGI middleware: request id, one `http_request` log line, and the request metrics.
+
+    Written as plain ASGI (not `BaseHTTPMiddleware`) so streamed answers pass through untouched
+    and are timed to their last byte.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        scope.setdefault("state", {})["request_id"] = request_id
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = _route_template(scope)
+            metrics.HTTP_REQUESTS.labels(scope["method"], route, str(status)).inc()
+            metrics.HTTP_LATENCY.labels(scope["method"], route).observe(elapsed)
+            log.info(
+                "http_request",
+                method=scope["method"],
+                path=scope["path"],
+                route=route,
+                status=status,
+                duration_ms=round(elapsed * 1000, 2),
+                key_id=scope["state"].get("key_id"),
+            )
+            structlog.contextvars.clear_contextvars()
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == REQUEST_ID_HEADER.encode():
+            text = str(value.decode("latin-1"))
+            if _SANE_REQUEST_ID.match(text):
+                return text
+    return uuid.uuid4().hex
+
+
+def _route_template(scope: Scope) -> str:
+    """The matched route's path template (bounded label values), or `unmatched`."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return str(path) if isinstance(path, str) else "unmatched"

@@ -1,0 +1,102 @@
+"""`POST /v1/sessions/{session}/chat`: one user turn answered by the upstream model.
+
+The turn itself (store, build, ask, store) is `turnkeeper.turns.ChatTurns`; this route only
+parses the request and formats the answer, as JSON or as server-sent events:
+
+    event: turn    {"message": <stored user message>, "context": <report>, ...}
+    event: delta   {"content": "<text>"}              (repeated)
+    event: done    <the ChatResponse, as the JSON answer would be>
+    event: error   <a problem document>               (instead of done, if the model fails)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from turnkeeper.errors import TurnkeeperError
+from turnkeeper.llm import delta_text
+from turnkeeper.server.deps import Scope, SessionRef, Turns
+from turnkeeper.server.problems import PROBLEM_RESPONSES, problem_for_error
+from turnkeeper.server.schemas import (
+    ChatRequest,
+    ChatResponse,
+    ContextReportPublic,
+    MessagePublic,
+    SessionPublic,
+)
+from turnkeeper.server.streaming import EVENT_SCHEMA, event_stream, sse
+from turnkeeper.turns import ChatTurns, PreparedTurn, TurnStream
+from turnkeeper.types import Message
+
+router = APIRouter(tags=["chat"], responses=PROBLEM_RESPONSES)
+
+UPSTREAM_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: PROBLEM_RESPONSES[422] | {"description": description}
+    for status, description in ((502, "The upstream model failed"), (504, "The upstream timed out"))
+}
+
+
+def _answer(turns: ChatTurns, prepared: PreparedTurn, reply: Message) -> ChatResponse:
+    window = prepared.window
+    return ChatResponse(
+        session=SessionPublic.from_domain(turns.tk.get_session(prepared.session.id)),
+        created=prepared.created,
+        message=MessagePublic.from_domain(prepared.turns[-1]),
+        reply=MessagePublic.from_domain(reply),
+        replayed=prepared.replay is not None,
+        context=None if window is None else ContextReportPublic.from_domain(window.report),
+    )
+
+
+def _events(turns: ChatTurns, stream: TurnStream, request: Request) -> Iterator[str]:
+    prepared, window = stream.prepared, stream.prepared.window
+    yield sse(
+        {
+            "session_id": prepared.session.id,
+            "created": prepared.created,
+            "message": MessagePublic.from_domain(prepared.turns[-1]).model_dump(mode="json"),
+            "context": None
+            if window is None
+            else ContextReportPublic.from_domain(window.report).model_dump(mode="json"),
+        },
+        "turn",
+    )
+    try:
+        for chunk in stream:
+            if text := delta_text(chunk):
+                yield sse({"content": text}, "delta")
+    except TurnkeeperError as exc:
+        request_id = getattr(request.state, "request_id", None)
+        yield sse(problem_for_error(exc, instance=request.url.path, request_id=request_id), "error")
+        return
+    finally:
+        stream.close()
+    assert stream.reply is not None  # set once the upstream stream has ended
+    yield sse(_answer(turns, prepared, stream.reply).model_dump(mode="json"), "done")
+
+
+@router.post(
+    "/v1/sessions/{session}/chat",
+    response_model=ChatResponse,
+    responses={
+        200: {"content": {"text/event-stream": {"schema": EVENT_SCHEMA}}},
+        **UPSTREAM_PROBLEMS,
+    },
+)
+def chat(
+    session: SessionRef, body: ChatRequest, turns: Turns, scope: Scope, request: Request
+) -> Any:
+    """Answer one user turn: store it, build the window from the stored history (the turn
+    included exactly once), ask the upstream model, store the reply with its usage. A failed or
+    timed-out model leaves the user's message stored (502/504); retry with the same `id`."""
+    found, created = turns.session_for(session, project=scope, create=body.create)
+    prepared = turns.prepare(
+        found, [body.to_message()], created=created, options=body.options(),
+        request=body.upstream_fields(),
+    )  # fmt: skip
+    if body.stream:
+        return event_stream(_events(turns, turns.stream(prepared), request))
+    return _answer(turns, prepared, turns.complete(prepared).reply)

@@ -1,0 +1,59 @@
+"""`GET /v1/sessions/{session}/context`: the window a model would see, and its report."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from turnkeeper.context.formats import to_anthropic, to_openai
+from turnkeeper.server.deps import TK, Scope, SessionRef
+from turnkeeper.server.problems import PROBLEM_RESPONSES
+from turnkeeper.server.schemas import ContextReportPublic, ContextResponse, WindowFormat
+from turnkeeper.types import ContextWindow, StrategyName
+
+router = APIRouter(tags=["context"], responses=PROBLEM_RESPONSES)
+
+
+def _shaped(window: ContextWindow, shape: WindowFormat) -> tuple[str | None, list[dict[str, Any]]]:
+    """The window's messages in one API's shape: (system text, messages)."""
+    if shape == "anthropic":
+        anthropic = to_anthropic(window)
+        return anthropic["system"], anthropic["messages"]
+    if shape == "openai":
+        return None, to_openai(window)
+    return None, [
+        {k: v for k, v in dataclasses.asdict(m).items() if v is not None} for m in window.messages
+    ]
+
+
+@router.get("/v1/sessions/{session}/context")
+def build_context(
+    session: SessionRef,
+    tk: TK,
+    scope: Scope,
+    strategy: StrategyName | None = None,
+    max_tokens: Annotated[
+        int | None, Query(gt=0, le=10_000_000, description="Token budget.")
+    ] = None,
+    reserved_tokens: Annotated[int | None, Query(ge=0, le=10_000_000)] = None,
+    keep_recent: Annotated[
+        int | None, Query(gt=0, le=10_000, description="N of recent, K of summarize.")
+    ] = None,
+    model: Annotated[
+        str | None, Query(max_length=200, description="Picks tokenizer and window.")
+    ] = None,
+    include_internal: Annotated[
+        bool | None, Query(description="Default: false for recent, else true.")
+    ] = None,
+    format: WindowFormat = "openai",
+) -> ContextResponse:
+    """Build the window for the next turn under a token budget (nothing stored changes)."""
+    window = tk.context(
+        session, strategy=strategy, max_tokens=max_tokens, reserved_tokens=reserved_tokens,
+        keep_recent=keep_recent, model=model, include_internal=include_internal, project=scope,
+    )  # fmt: skip
+    system, messages = _shaped(window, format)
+    report = ContextReportPublic.from_domain(window.report)
+    return ContextResponse(format=format, system=system, messages=messages, report=report)

@@ -1,0 +1,37 @@
+"""Probes and metrics: `/healthz` (the process answers), `/readyz` (the database answers),
+`/metrics` (Prometheus). None needs an API key: orchestrators and scrapers call them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from pydantic import BaseModel
+
+from turnkeeper.server.deps import TK
+from turnkeeper.server.problems import PROBLEM_RESPONSES
+from turnkeeper.types import SessionFilter
+
+router = APIRouter(tags=["operations"])
+
+
+class Health(BaseModel):
+    status: str
+
+
+@router.get("/healthz")
+def healthz() -> Health:
+    """Alive: the process serves requests (says nothing about the database)."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", responses={503: PROBLEM_RESPONSES[503]})
+def readyz(tk: TK) -> Health:
+    """Ready: one cheap read reaches the database (503 problem while it cannot)."""
+    tk.store.list_sessions(SessionFilter(), limit=1)
+    return Health(status="ready")
+
+
+@router.get("/metrics", include_in_schema=False)
+def prometheus_metrics() -> Response:
+    """Every metric of `turnkeeper.metrics`, in Prometheus' text format."""
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

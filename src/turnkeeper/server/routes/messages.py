@@ -1,0 +1,70 @@
+"""`/v1/sessions/{session}/messages`: append one or many (idempotent by client id), list."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from turnkeeper.server.deps import TK, Scope, SessionRef
+from turnkeeper.server.observability import record_stored
+from turnkeeper.server.problems import PROBLEM_RESPONSES
+from turnkeeper.server.schemas import AppendMany, AppendOne, MessagePage, MessagePublic
+from turnkeeper.service import Turnkeeper
+from turnkeeper.types import Message, NewMessage
+
+router = APIRouter(
+    prefix="/v1/sessions/{session}/messages", tags=["messages"], responses=PROBLEM_RESPONSES
+)
+
+
+def _append(
+    tk: Turnkeeper, ref: str, project: str | None, new: list[NewMessage], expected: int | None
+) -> list[Message]:
+    """Append and count what was newly stored (a retried id is returned, not counted)."""
+    session = tk.get_session(ref, project=project)
+    stored = tk.append_many(session, new, expected_last_seq=expected)
+    record_stored(session, False, [m for m in stored if m.seq > session.last_seq])
+    return stored
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def append_message(session: SessionRef, body: AppendOne, tk: TK, scope: Scope) -> MessagePublic:
+    """Append one message. Re-sending a stored `id` returns the stored message unchanged."""
+    (stored,) = _append(tk, session, scope, [body.to_domain()], body.expected_last_seq)
+    return MessagePublic.from_domain(stored)
+
+
+@router.post("/batch", status_code=status.HTTP_201_CREATED)
+def append_messages(
+    session: SessionRef, body: AppendMany, tk: TK, scope: Scope
+) -> list[MessagePublic]:
+    """Append several messages atomically (all or none), in order, with gapless seqs."""
+    new = [message.to_domain() for message in body.messages]
+    stored = _append(tk, session, scope, new, body.expected_last_seq)
+    return [MessagePublic.from_domain(message) for message in stored]
+
+
+@router.get("")
+def list_messages(
+    session: SessionRef,
+    tk: TK,
+    scope: Scope,
+    from_seq: Annotated[int | None, Query(ge=0, description="Lowest seq (inclusive).")] = None,
+    to_seq: Annotated[int | None, Query(ge=0, description="Highest seq (inclusive).")] = None,
+    include_internal: Annotated[bool, Query(description="false: user-facing only.")] = True,
+    newest_first: bool = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> MessagePage:
+    """Stored messages (the audit trail) by seq range, a page at a time."""
+    items = tk.history(
+        session, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal,
+        newest_first=newest_first, limit=limit, project=scope,
+    )  # fmt: skip
+    page = MessagePage(items=[MessagePublic.from_domain(m) for m in items])
+    if len(items) == limit:
+        if newest_first:
+            page.next_to_seq = items[-1].seq - 1 if items[-1].seq > 1 else None
+        else:
+            page.next_from_seq = items[-1].seq + 1
+    return page

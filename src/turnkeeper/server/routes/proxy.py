@@ -1,0 +1,86 @@
+"""`POST /v1/chat/completions`: an OpenAI-compatible endpoint that gives any OpenAI client
+program a memory by changing its base URL.
+
+With a session named (`X-Turnkeeper-Session` header, or `metadata.session_id`), the stored
+history is put in front of the request's new turns under the configured strategy, the request
+is forwarded, and the new turns and the reply are stored (`turnkeeper.turns`). Without one it
+is a plain pass-through. Either way the upstream's answer comes back unchanged in shape, whole
+or as its own stream of `data:` chunks ending in `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any, Protocol
+
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse
+
+from turnkeeper.errors import TurnkeeperError
+from turnkeeper.server.deps import Scope, Turns
+from turnkeeper.server.problems import PROBLEM_RESPONSES, status_for
+from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
+from turnkeeper.server.schemas import ProxyRequest
+from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, event_stream, sse
+from turnkeeper.turns import TurnOptions, new_turns_from_openai
+
+router = APIRouter(tags=["openai-compatible"], responses=PROBLEM_RESPONSES)
+
+
+class Chunks(Protocol):
+    """A stream of completion chunks that must be closed (`ChatStream`, `TurnStream`)."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def _relay(chunks: Chunks) -> Iterator[str]:
+    """The chunks in OpenAI's framing; a failure part-way is an `error` chunk, as OpenAI's."""
+    try:
+        for chunk in chunks:
+            yield sse(chunk)
+    except TurnkeeperError as exc:
+        yield sse(
+            {"error": {"message": str(exc), "type": "upstream_error", "code": status_for(exc)}}
+        )
+        return
+    finally:
+        chunks.close()
+    yield DONE
+
+
+@router.post(
+    "/v1/chat/completions",
+    responses={
+        200: {
+            "description": "The upstream's chat completion (or its event stream), unchanged",
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": EVENT_SCHEMA},
+            },
+        },
+        **UPSTREAM_PROBLEMS,
+    },
+)
+def chat_completions(
+    body: ProxyRequest,
+    turns: Turns,
+    scope: Scope,
+    x_turnkeeper_session: Annotated[
+        str | None, Header(max_length=255, description="Session id or key to remember in.")
+    ] = None,
+) -> Any:
+    """OpenAI's `POST /chat/completions`, with memory when a session is named."""
+    ref, forward = body.session_and_body(x_turnkeeper_session)
+    if ref is None:
+        if body.stream:
+            return event_stream(_relay(turns.llm.stream(forward)))
+        return JSONResponse(turns.llm.complete(forward))
+    session, created = turns.session_for(ref, project=scope, create=True)
+    new = new_turns_from_openai(body.messages, session_is_empty=session.message_count == 0)
+    options = TurnOptions(model=body.model)
+    prepared = turns.prepare(session, new, created=created, options=options, request=forward)
+    if body.stream:
+        return event_stream(_relay(turns.stream(prepared)))
+    return JSONResponse(turns.complete(prepared).completion)

@@ -1,0 +1,562 @@
+"""The HTTP wire shapes, split by purpose: what a client sends to create or change something,
+and what the API shows back (public).
+
+These are pydantic models for FastAPI's validation and the OpenAPI schema; the domain values in
+`turnkeeper.types` stay plain dataclasses. Each `from_domain` classmethod is the one place a
+domain value becomes its public shape. Request models forbid unknown fields, so a typo is a 422
+naming the field rather than a silently ignored value.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkeeper.turns import TurnOptions
+from turnkeeper.types import (
+    UNSET,
+    ContextReport,
+    Message,
+    NewMessage,
+    Page,
+    ProjectStats,
+    Role,
+    Session,
+    SessionStats,
+    SessionStatus,
+    StrategyName,
+    Usage,
+)
+
+JSON = dict[str, Any]
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$"
+MAX_TTL_SECONDS = 100 * 365 * 86400  # a lifetime beyond a century is a mistake (and overflows)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+
+def _ttl(seconds: float | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+class SessionCreate(_Request):
+    """A new session. With `get_or_create`, the live session holding `key` is returned instead
+    if there is one (200 rather than 201)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "key": "dev-task-F1-T3",
+                    "subject": "bead-42",
+                    "kind": "dev-task",
+                    "title": "Fix the leak",
+                    "metadata": {"agent_id": "agent-7"},
+                    "ttl_seconds": 86400,
+                    "get_or_create": True,
+                }
+            ]
+        },
+    )
+
+    key: str | None = Field(
+        None,
+        pattern=_NAME,
+        description="Client natural key, unique among the live sessions of the project.",
+    )
+    project: str | None = Field(
+        None,
+        pattern=_NAME,
+        description="Project (tenant). A project key may only name its own project; default: "
+        "the key's project (admin keys: the configured default project).",
+    )
+    subject: str | None = Field(
+        None, max_length=255, description="What the talk is about (a bead)."
+    )
+    kind: str | None = Field(None, max_length=100, description="Session kind, e.g. dev-task.")
+    title: str | None = Field(None, max_length=1000)
+    phase: str | None = Field(None, max_length=100)
+    metadata: JSON | None = Field(None, description="Any JSON object.")
+    ttl_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_TTL_SECONDS,
+        description="Lifetime in seconds. Absent: the configured session_expiration; null: "
+        "the session never expires.",
+    )
+    get_or_create: bool = Field(False, description="Reuse the live session holding `key`.")
+
+    def fields(self) -> dict[str, Any]:
+        """The keyword arguments of `Turnkeeper.create_session` (project set by the caller)."""
+        ttl = _ttl(self.ttl_seconds) if "ttl_seconds" in self.model_fields_set else UNSET
+        return dict(
+            subject=self.subject, kind=self.kind, title=self.title, phase=self.phase,
+            metadata=self.metadata, ttl=ttl,
+        )  # fmt: skip
+
+
+class SessionUpdate(_Request):
+    """Fields to change; a field left out is not touched (metadata is replaced as a whole)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"title": "Leak found", "phase": "review"}]},
+    )
+
+    title: str | None = Field(None, max_length=1000)
+    phase: str | None = Field(None, max_length=100)
+    metadata: JSON | None = None
+    ttl_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_TTL_SECONDS,
+        description="New lifetime from now, in seconds; null: never expires.",
+    )
+
+    def fields(self) -> dict[str, Any]:
+        """Only what the client sent, as `Turnkeeper.update_session` keyword arguments."""
+        sent = self.model_fields_set
+        changes: dict[str, Any] = {
+            name: getattr(self, name) for name in ("title", "phase", "metadata") if name in sent
+        }
+        if "ttl_seconds" in sent:
+            changes["ttl"] = _ttl(self.ttl_seconds)
+        return changes
+
+
+class ResetRequest(_Request):
+    """Seed 000's reset: clear the history, keep the session."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"keep_system_message": True}]}
+    )
+
+    keep_system_message: bool = Field(
+        False, description="Keep the first message if it is a system message."
+    )
+
+
+class SessionPublic(BaseModel):
+    """A session: identity, lifecycle and running totals."""
+
+    id: str = Field(description="Server-assigned UUID.")
+    key: str | None
+    project: str
+    subject: str | None
+    kind: str | None
+    title: str | None
+    phase: str | None
+    status: SessionStatus = Field(description="active, archived or expired.")
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = Field(description="null: never expires.")
+    message_count: int
+    last_seq: int = Field(description="Seq of the newest message (0: none yet).")
+    stored_tokens: int = Field(description="Tokens of all stored messages, counted at write time.")
+    usage_input_tokens: int = Field(description="Prompt tokens the model reported, summed.")
+    usage_output_tokens: int = Field(description="Completion tokens the model reported, summed.")
+    metadata: JSON
+    version: int = Field(description="Bumped by every write.")
+
+    @classmethod
+    def from_domain(cls, session: Session) -> SessionPublic:
+        return cls(
+            id=session.id, key=session.key, project=session.project, subject=session.subject,
+            kind=session.kind, title=session.title, phase=session.phase, status=session.status,
+            created_at=session.created_at, updated_at=session.updated_at,
+            expires_at=session.expires_at, message_count=session.message_count,
+            last_seq=session.last_seq, stored_tokens=session.stored_tokens,
+            usage_input_tokens=session.usage_input_tokens,
+            usage_output_tokens=session.usage_output_tokens,
+            metadata=dict(session.metadata), version=session.version,
+        )  # fmt: skip
+
+
+class SessionPage(BaseModel):
+    """One page of sessions, most recently updated first."""
+
+    items: list[SessionPublic]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: last.")
+
+    @classmethod
+    def from_domain(cls, page: Page[Session]) -> SessionPage:
+        return cls(
+            items=[SessionPublic.from_domain(s) for s in page.items], next_cursor=page.next_cursor
+        )
+
+
+# -- messages -------------------------------------------------------------------------------
+
+
+class UsageModel(BaseModel):
+    """Tokens the model reported for producing a message."""
+
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+
+
+class MessageCreate(_Request):
+    """A message to append. Appending an `id` that is already stored returns the stored one."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"role": "user", "content": "Investigate the leak", "author": "ana", "id": "m-1"}
+            ]
+        },
+    )
+
+    role: Role
+    content: str = Field("", description="The text (may be empty for assistant tool calls).")
+    author: str | None = Field(None, max_length=200, description="Agent or person who said it.")
+    internal: bool = Field(False, description="Kept for audit, hidden from user-facing views.")
+    id: str | None = Field(None, pattern=_NAME, description="Client message id (idempotency).")
+    metadata: JSON | None = None
+    usage: UsageModel | None = None
+    tool_calls: list[JSON] | None = Field(None, description="OpenAI-style tool calls.")
+    tool_call_id: str | None = Field(None, description="The call a tool message answers.")
+
+    def to_domain(self) -> NewMessage:
+        usage = None if self.usage is None else Usage(**self.usage.model_dump())
+        return NewMessage(
+            role=self.role, content=self.content, author=self.author, internal=self.internal,
+            id=self.id, metadata=self.metadata, usage=usage,
+            tool_calls=None if self.tool_calls is None else list(self.tool_calls),
+            tool_call_id=self.tool_call_id,
+        )  # fmt: skip
+
+
+class AppendOne(MessageCreate):
+    """One message, optionally guarded by `expected_last_seq` (optimistic concurrency)."""
+
+    expected_last_seq: int | None = Field(
+        None, ge=0, description="Fail with 409 unless this is the session's last seq."
+    )
+
+
+class AppendMany(_Request):
+    """Several messages, appended atomically (all or none) in order."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "messages": [
+                        {"role": "user", "content": "Hi", "id": "m-1"},
+                        {"role": "assistant", "content": "Hello!", "id": "m-2"},
+                    ]
+                }
+            ]
+        },
+    )
+
+    messages: list[MessageCreate] = Field(min_length=1, max_length=1000)
+    expected_last_seq: int | None = Field(None, ge=0)
+
+
+class MessagePublic(BaseModel):
+    """A stored message."""
+
+    id: str
+    session_id: str
+    seq: int = Field(description="Gapless position in the session, from 1.")
+    role: Role
+    content: str
+    created_at: datetime
+    tokens: int = Field(description="Tokens, counted once at write time (chat overhead included).")
+    author: str | None
+    internal: bool
+    usage: UsageModel | None
+    tool_calls: list[JSON] | None
+    tool_call_id: str | None
+    metadata: JSON
+
+    @classmethod
+    def from_domain(cls, message: Message) -> MessagePublic:
+        usage = message.usage
+        return cls(
+            id=message.id, session_id=message.session_id, seq=message.seq, role=message.role,
+            content=message.content, created_at=message.created_at, tokens=message.tokens,
+            author=message.author, internal=message.internal,
+            usage=None if usage is None else UsageModel(
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+            ),
+            tool_calls=None if message.tool_calls is None else [dict(c) for c in message.tool_calls],
+            tool_call_id=message.tool_call_id, metadata=dict(message.metadata),
+        )  # fmt: skip
+
+
+class MessagePage(BaseModel):
+    """A page of stored messages. When the page is full, `next_from_seq` (ascending) or
+    `next_to_seq` (newest first) continues it."""
+
+    items: list[MessagePublic]
+    next_from_seq: int | None = None
+    next_to_seq: int | None = None
+
+
+# -- context and statistics -----------------------------------------------------------------
+
+WindowFormat = Literal["openai", "anthropic", "turnkeeper"]
+
+
+class ContextReportPublic(BaseModel):
+    """What a context build did (the numbers of the `conversation_context_loaded` event)."""
+
+    strategy: StrategyName
+    session_id: str
+    messages_in_store: int
+    messages_loaded: int
+    messages_included: int
+    messages_dropped: int
+    messages_summarized: int
+    tokens_used: int = Field(description="Tokens of the window, reply priming included.")
+    budget: int
+    encoding: str
+    truncated: bool = Field(description="True when anything stored was left out or summarized.")
+    markers: list[str]
+    dropped_seqs: list[int]
+    summarized_seqs: list[int]
+
+    @classmethod
+    def from_domain(cls, report: ContextReport) -> ContextReportPublic:
+        return cls(
+            strategy=report.strategy, session_id=report.session_id,
+            messages_in_store=report.messages_in_store, messages_loaded=report.messages_loaded,
+            messages_included=report.messages_included, messages_dropped=report.messages_dropped,
+            messages_summarized=report.messages_summarized, tokens_used=report.tokens_used,
+            budget=report.budget, encoding=report.encoding, truncated=report.truncated,
+            markers=list(report.markers), dropped_seqs=list(report.dropped_seqs),
+            summarized_seqs=list(report.summarized_seqs),
+        )  # fmt: skip
+
+
+class ContextResponse(BaseModel):
+    """The window a model would see for the next turn, in the requested format."""
+
+    format: WindowFormat
+    system: str | None = Field(None, description="Anthropic format only: the system text.")
+    messages: list[JSON] = Field(description="The window's messages in the requested format.")
+    report: ContextReportPublic
+
+
+class SessionStatsPublic(BaseModel):
+    """Per-session statistics (seed 002's user-facing vs internal split)."""
+
+    session_id: str
+    message_count: int
+    user_facing_messages: int
+    internal_messages: int
+    messages_by_role: dict[str, int]
+    stored_tokens: int
+    usage_input_tokens: int
+    usage_output_tokens: int
+    first_message_at: datetime | None
+    last_message_at: datetime | None
+
+    @classmethod
+    def from_domain(cls, stats: SessionStats) -> SessionStatsPublic:
+        return cls(
+            session_id=stats.session_id, message_count=stats.message_count,
+            user_facing_messages=stats.user_facing_messages,
+            internal_messages=stats.internal_messages,
+            messages_by_role=dict(stats.messages_by_role), stored_tokens=stats.stored_tokens,
+            usage_input_tokens=stats.usage_input_tokens,
+            usage_output_tokens=stats.usage_output_tokens,
+            first_message_at=stats.first_message_at, last_message_at=stats.last_message_at,
+        )  # fmt: skip
+
+
+class ProjectStatsPublic(BaseModel):
+    """Per-project totals over all its sessions, whatever their status."""
+
+    project: str
+    sessions_by_status: dict[str, int]
+    message_count: int
+    stored_tokens: int
+    usage_input_tokens: int
+    usage_output_tokens: int
+
+    @classmethod
+    def from_domain(cls, stats: ProjectStats) -> ProjectStatsPublic:
+        return cls(
+            project=stats.project, sessions_by_status=dict(stats.sessions_by_status),
+            message_count=stats.message_count, stored_tokens=stats.stored_tokens,
+            usage_input_tokens=stats.usage_input_tokens,
+            usage_output_tokens=stats.usage_output_tokens,
+        )  # fmt: skip
+
+
+# -- the chat turn --------------------------------------------------------------------------
+
+
+class ChatRequest(_Request):
+    """One user turn to answer with the configured upstream model."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"content": "What did we find so far?", "id": "turn-7", "create": True},
+                {"content": "Summarize", "stream": True, "strategy": "truncate"},
+            ]
+        },
+    )
+
+    content: str = Field(min_length=1, description="The user's message.")
+    id: str | None = Field(
+        None, pattern=_NAME, description="Client message id: a retry with it stores nothing twice."
+    )
+    author: str | None = Field(None, max_length=200)
+    metadata: JSON | None = None
+    create: bool = Field(False, description="Create the session if the key names none.")
+    stream: bool = Field(False, description="Answer as server-sent events.")
+    strategy: StrategyName | None = None
+    max_tokens: int | None = Field(None, gt=0, description="Context budget (tokens).")
+    reserved_tokens: int | None = Field(None, ge=0)
+    keep_recent: int | None = Field(None, gt=0)
+    model: str | None = Field(None, description="Upstream model (default: llm_model).")
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_output_tokens: int | None = Field(None, gt=0, description="Sent as the reply's max_tokens.")
+
+    def to_message(self) -> NewMessage:
+        return NewMessage(
+            role=Role.USER, content=self.content, id=self.id, author=self.author,
+            metadata=self.metadata,
+        )  # fmt: skip
+
+    def options(self) -> TurnOptions:
+        return TurnOptions(
+            strategy=self.strategy, max_tokens=self.max_tokens,
+            reserved_tokens=self.reserved_tokens, keep_recent=self.keep_recent, model=self.model,
+        )  # fmt: skip
+
+    def upstream_fields(self) -> dict[str, Any]:
+        """Request fields passed on to the upstream model as they are."""
+        fields: dict[str, Any] = {
+            "temperature": self.temperature,
+            "max_tokens": self.max_output_tokens,
+            # ask for the usage chunk, so a streamed reply is stored with its usage too
+            "stream_options": {"include_usage": True} if self.stream else None,
+        }
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+class ChatResponse(BaseModel):
+    """The answered turn: the stored user message, the stored reply, and the window report."""
+
+    session: SessionPublic
+    created: bool = Field(description="True when this turn created the session.")
+    message: MessagePublic = Field(description="The user's message as stored.")
+    reply: MessagePublic = Field(description="The model's reply as stored (with its usage).")
+    replayed: bool = Field(description="True when the turn was already answered (a retry).")
+    context: ContextReportPublic | None = Field(description="null when replayed.")
+
+
+class ProxyRequest(BaseModel):
+    """An OpenAI chat completion request, passed on as sent (unknown fields included). Name a
+    session with the `X-Turnkeeper-Session` header or `metadata.session_id` to give it memory."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "gpt-4o-mini",
+                    "messages": [{"role": "user", "content": "What did I ask you before?"}],
+                    "metadata": {"session_id": "support-42"},
+                }
+            ]
+        },
+    )
+
+    model: str = Field(min_length=1)
+    messages: list[JSON] = Field(min_length=1)
+    stream: bool = False
+    metadata: dict[str, str] | None = Field(
+        None, description="`session_id` names the session (removed before forwarding)."
+    )
+
+    def session_and_body(self, header: str | None) -> tuple[str | None, dict[str, Any]]:
+        """The session the request names (header first) and the body to forward without it."""
+        body = self.model_dump(exclude_unset=True)
+        metadata = dict(self.metadata or {})
+        ref = metadata.pop("session_id", None)
+        if metadata:
+            body["metadata"] = metadata
+        else:
+            body.pop("metadata", None)
+        return header or ref, body
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem (served as application/problem+json)."""
+
+    type: str = Field(description="A URI naming the kind of problem.")
+    title: str
+    status: int
+    detail: str
+    instance: str = Field(description="The request path.")
+    request_id: str | None = None
+    errors: list[dict[str, str]] | None = Field(
+        None, description="422 only: one {field, problem} per bad field."
+    )
+
+
+# -- seed 000's routes ----------------------------------------------------------------------
+
+
+class ChatMessage000(BaseModel):
+    """Seed 000's ChatMessage."""
+
+    role: str
+    content: str
+    timestamp: datetime
+    token_count: int
+
+
+class Conversation000(BaseModel):
+    """Seed 000's GetConversationResponse."""
+
+    session_id: str
+    bead_id: str | None
+    project_id: str
+    messages: list[ChatMessage000]
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    token_count: int
+    metadata: JSON
+
+    @classmethod
+    def from_domain(cls, session: Session, messages: list[Message]) -> Conversation000:
+        return cls(
+            session_id=session.id, bead_id=session.subject, project_id=session.project,
+            messages=[
+                ChatMessage000(
+                    role=m.role.value, content=m.content, timestamp=m.created_at,
+                    token_count=m.tokens,
+                )
+                for m in messages
+            ],
+            created_at=session.created_at, updated_at=session.updated_at,
+            expires_at=session.expires_at, token_count=session.stored_tokens,
+            metadata=dict(session.metadata),
+        )  # fmt: skip
+
+
+class Deleted000(BaseModel):
+    """Seed 000's DeleteConversationResponse."""
+
+    success: bool
+    message: str

@@ -1,0 +1,608 @@
+"""What the SQL backends share: columns, queries, row mapping and the append rules.
+
+SQLite and PostgreSQL store the same tables and keep the same contract, so everything that does
+not depend on the driver lives here once: the column lists, the queries both dialects accept
+(written with `?` placeholders; the PostgreSQL store translates them), turning rows into domain
+values, and the pure decision of what an append stores. The backends keep only what differs:
+connections, transactions, locking and the few statements the dialects spell differently.
+
+A `Dialect` says how values cross the boundary: SQLite keeps times as fixed-width UTC text and
+JSON as text; PostgreSQL has `timestamptz` and `jsonb`, which the driver converts itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from turnkeeper.errors import Conflict, SeqConflict, SessionExpired, SessionNotFound
+from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts, to_ts_or_none
+from turnkeeper.types import (
+    ApiKey,
+    Message,
+    MessageDraft,
+    NewSession,
+    Page,
+    ProjectStats,
+    Role,
+    Session,
+    SessionFilter,
+    SessionStats,
+    SessionStatus,
+    Usage,
+)
+
+
+class Row(Protocol):
+    """A result row addressable by column name (`sqlite3.Row`, a psycopg `dict_row`)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one backend encodes times and JSON on the way in, and decodes them on the way out."""
+
+    encode_ts: Callable[[datetime], Any]
+    decode_ts: Callable[[Any], datetime]
+    encode_json: Callable[[Any], Any]
+    decode_json: Callable[[Any], Any]
+
+    def encode_ts_or_none(self, value: datetime | None) -> Any:
+        return None if value is None else self.encode_ts(value)
+
+    def decode_ts_or_none(self, value: Any) -> datetime | None:
+        return None if value is None else self.decode_ts(value)
+
+
+SESSION_COLUMNS = (
+    "id, key, project, subject, kind, title, phase, status, created_at, updated_at, expires_at,"
+    " message_count, last_seq, stored_tokens, usage_input_tokens, usage_output_tokens,"
+    " metadata, version"
+)
+MESSAGE_COLUMNS = (
+    "id, session_id, seq, role, author, content, internal, created_at, tokens,"
+    " usage_input_tokens, usage_output_tokens, tool_calls, tool_call_id, metadata"
+)
+SELECT_SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
+INSERT_SESSION = (
+    "INSERT INTO sessions (id, key, project, subject, kind, title, phase, status,"
+    " created_at, updated_at, expires_at, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)"
+)
+INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+SELECT_MESSAGES_BY_ID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN "
+FIND_BY_KEY = (
+    f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ?"
+    " ORDER BY status = 'active' DESC, updated_at DESC, id DESC LIMIT 1"
+)
+LIVE_BY_KEY = (
+    f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ? AND status = 'active'"
+)
+RELEASE_STALE_KEY = (
+    "UPDATE sessions SET status = 'expired', updated_at = ?, version = version + 1"
+    " WHERE project = ? AND key = ? AND status = 'active'"
+    " AND expires_at IS NOT NULL AND expires_at <= ?"
+)
+SET_STATUS = (
+    "UPDATE sessions SET status = ?, updated_at = ?, version = version + 1"
+    f" WHERE id = ? RETURNING {SESSION_COLUMNS}"
+)
+ADD_TOTALS = (
+    "UPDATE sessions SET last_seq = ?, message_count = message_count + ?,"
+    " stored_tokens = stored_tokens + ?, usage_input_tokens = usage_input_tokens + ?,"
+    " usage_output_tokens = usage_output_tokens + ?, updated_at = ?, version = version + 1"
+    " WHERE id = ?"
+)
+RECOMPUTE_TOTALS = (
+    "UPDATE sessions SET"
+    " message_count = (SELECT count(*) FROM messages WHERE session_id = sessions.id),"
+    " last_seq = (SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = sessions.id),"
+    " stored_tokens = (SELECT coalesce(sum(tokens), 0) FROM messages"
+    "   WHERE session_id = sessions.id),"
+    " usage_input_tokens = (SELECT coalesce(sum(usage_input_tokens), 0) FROM messages"
+    "   WHERE session_id = sessions.id),"
+    " usage_output_tokens = (SELECT coalesce(sum(usage_output_tokens), 0) FROM messages"
+    "   WHERE session_id = sessions.id),"
+    " updated_at = ?, version = version + 1"
+    f" WHERE id = ? RETURNING {SESSION_COLUMNS}"
+)
+RESTORE_IMPORTED = "UPDATE sessions SET updated_at = ?, version = ? WHERE id = ?"
+"""After an import's totals are recomputed: the session's own time and version, as exported."""
+RESET_MESSAGES = "DELETE FROM messages WHERE session_id = ?"
+KEEP_SYSTEM_MESSAGE = " AND NOT (seq = 1 AND role = 'system')"
+DELETE_SESSION = "DELETE FROM sessions WHERE id = ?"
+EXPIRE_DUE = (
+    "UPDATE sessions SET status = 'expired', updated_at = ?, version = version + 1"
+    " WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ? RETURNING id"
+)
+EXPIRED_PAST_GRACE = (
+    "SELECT id FROM sessions WHERE status = 'expired'"
+    " AND coalesce(expires_at, updated_at) <= ? ORDER BY id"
+)
+DELETE_EXPIRED = (
+    "DELETE FROM sessions WHERE status = 'expired'"
+    " AND coalesce(expires_at, updated_at) <= ? RETURNING id"
+)
+SESSION_MESSAGE_STATS = (
+    "SELECT role, internal, count(*) AS n, min(created_at) AS first,"
+    " max(created_at) AS last FROM messages WHERE session_id = ? GROUP BY role, internal"
+)
+PROJECT_STATS = (
+    "SELECT project, status, count(*) AS sessions, sum(message_count) AS messages,"
+    " sum(stored_tokens) AS tokens, sum(usage_input_tokens) AS usage_in,"
+    " sum(usage_output_tokens) AS usage_out FROM sessions"
+)
+
+
+API_KEY_COLUMNS = "id, project, name, admin, created_at, revoked_at"
+INSERT_API_KEY = (
+    "INSERT INTO api_keys (id, project, name, secret_hash, admin, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
+REVOKE_API_KEY = (
+    "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?"
+    f" RETURNING {API_KEY_COLUMNS}"
+)
+
+
+def placeholders(count: int) -> str:
+    return f"({', '.join('?' * count)})"
+
+
+# -- rows → domain values ---------------------------------------------------------------------
+
+
+def session_from_row(row: Row, d: Dialect) -> Session:
+    return Session(
+        id=row["id"],
+        key=row["key"],
+        project=row["project"],
+        subject=row["subject"],
+        kind=row["kind"],
+        title=row["title"],
+        phase=row["phase"],
+        status=SessionStatus(row["status"]),
+        created_at=d.decode_ts(row["created_at"]),
+        updated_at=d.decode_ts(row["updated_at"]),
+        expires_at=d.decode_ts_or_none(row["expires_at"]),
+        message_count=row["message_count"],
+        last_seq=row["last_seq"],
+        stored_tokens=row["stored_tokens"],
+        usage_input_tokens=row["usage_input_tokens"],
+        usage_output_tokens=row["usage_output_tokens"],
+        metadata=d.decode_json(row["metadata"]),
+        version=row["version"],
+    )
+
+
+def message_from_row(row: Row, d: Dialect) -> Message:
+    usage = None
+    if row["usage_input_tokens"] is not None or row["usage_output_tokens"] is not None:
+        usage = Usage(row["usage_input_tokens"] or 0, row["usage_output_tokens"] or 0)
+    tool_calls = d.decode_json(row["tool_calls"])
+    return Message(
+        id=row["id"],
+        session_id=row["session_id"],
+        seq=row["seq"],
+        role=Role(row["role"]),
+        author=row["author"],
+        content=row["content"],
+        internal=bool(row["internal"]),
+        created_at=d.decode_ts(row["created_at"]),
+        tokens=row["tokens"],
+        usage=usage,
+        tool_calls=tuple(tool_calls) if tool_calls is not None else None,
+        tool_call_id=row["tool_call_id"],
+        metadata=d.decode_json(row["metadata"]),
+    )
+
+
+def api_key_from_row(row: Row, d: Dialect) -> ApiKey:
+    return ApiKey(
+        id=row["id"],
+        project=row["project"],
+        name=row["name"],
+        admin=bool(row["admin"]),
+        created_at=d.decode_ts(row["created_at"]),
+        revoked_at=d.decode_ts_or_none(row["revoked_at"]),
+    )
+
+
+def api_key_params(key: ApiKey, secret_hash: str, d: Dialect) -> tuple[Any, ...]:
+    """Parameters of `INSERT_API_KEY`."""
+    return (key.id, key.project, key.name, secret_hash, key.admin, d.encode_ts(key.created_at))
+
+
+# -- domain values → parameters ---------------------------------------------------------------
+
+
+def message_params(
+    session_id: str, seq: int, message: MessageDraft | Message, d: Dialect
+) -> tuple[Any, ...]:
+    usage = message.usage
+    return (
+        message.id,
+        session_id,
+        seq,
+        message.role.value,
+        message.author,
+        message.content,
+        message.internal,
+        d.encode_ts(message.created_at),
+        message.tokens,
+        usage.input_tokens if usage else None,
+        usage.output_tokens if usage else None,
+        d.encode_json(list(message.tool_calls)) if message.tool_calls is not None else None,
+        message.tool_call_id,
+        d.encode_json(dict(message.metadata)),
+    )
+
+
+def new_session_params(
+    session_id: str, new: NewSession, now: datetime, d: Dialect
+) -> tuple[Any, ...]:
+    """Parameters of `INSERT_SESSION` for a `NewSession`."""
+    return (
+        session_id,
+        new.key,
+        new.project,
+        new.subject,
+        new.kind,
+        new.title,
+        new.phase,
+        d.encode_ts(now),
+        d.encode_ts(now),
+        d.encode_ts_or_none(new.expires_at),
+        d.encode_json(dict(new.metadata)),
+    )
+
+
+def imported_session_params(session: Session, d: Dialect) -> tuple[Any, ...]:
+    """Parameters of `IMPORT_SESSION`: the session as given, with zero totals (the messages
+    that are actually added recompute them)."""
+    return (
+        session.id,
+        session.key,
+        session.project,
+        session.subject,
+        session.kind,
+        session.title,
+        session.phase,
+        session.status.value,
+        d.encode_ts(session.created_at),
+        d.encode_ts(session.updated_at),
+        d.encode_ts_or_none(session.expires_at),
+        0,
+        0,
+        0,
+        0,
+        0,
+        d.encode_json(dict(session.metadata)),
+        session.version,
+    )
+
+
+def update_session_query(
+    session_id: str, changes: Mapping[str, Any], now: datetime, d: Dialect
+) -> tuple[str, list[Any]]:
+    """The UPDATE applying a `SessionPatch` (and bumping `updated_at` and `version`), returning
+    the updated row; no row means no such session."""
+    columns: list[str] = []
+    params: list[Any] = []
+    for name, value in changes.items():
+        columns.append(f"{name} = ?, ")
+        if name == "metadata":
+            params.append(d.encode_json(dict(value)))
+        elif name == "expires_at":
+            params.append(d.encode_ts_or_none(value))
+        else:
+            params.append(value)
+    query = (
+        f"UPDATE sessions SET {''.join(columns)}updated_at = ?, version = version + 1"
+        f" WHERE id = ? RETURNING {SESSION_COLUMNS}"
+    )
+    return query, [*params, d.encode_ts(now), session_id]
+
+
+# -- queries built from arguments -------------------------------------------------------------
+
+
+def list_sessions_query(
+    where: SessionFilter, limit: int, cursor: str | None, d: Dialect
+) -> tuple[str, list[Any]]:
+    """Sessions matching `where` after `cursor`, newest activity first, one more than `limit`
+    (so the caller can tell whether there is a next page)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("project", where.project),
+        ("subject", where.subject),
+        ("kind", where.kind),
+        ("key", where.key),
+        ("status", where.status.value if where.status else None),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if where.updated_since is not None:
+        clauses.append("updated_at >= ?")
+        params.append(d.encode_ts(where.updated_since))
+    if cursor is not None:
+        after_updated, after_id = decode_cursor(cursor)
+        after = d.encode_ts(from_ts(after_updated))
+        clauses.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
+        params.extend([after, after, after_id])
+    sql = f"SELECT {SESSION_COLUMNS} FROM sessions"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
+    return sql, [*params, limit + 1]
+
+
+def page_from_rows(rows: Sequence[Row], limit: int, d: Dialect) -> Page[Session]:
+    items = tuple(session_from_row(row, d) for row in rows[:limit])
+    next_cursor = None
+    if len(rows) > limit:
+        last = items[-1]
+        next_cursor = encode_cursor(to_ts(last.updated_at), last.id)
+    return Page(items=items, next_cursor=next_cursor)
+
+
+def read_messages_query(
+    session_id: str,
+    *,
+    from_seq: int | None,
+    to_seq: int | None,
+    include_internal: bool,
+    newest_first: bool,
+    limit: int | None,
+) -> tuple[str, list[Any]]:
+    clauses = ["session_id = ?"]
+    params: list[Any] = [session_id]
+    if not include_internal:
+        clauses.append("NOT internal")
+    if from_seq is not None:
+        clauses.append("seq >= ?")
+        params.append(from_seq)
+    if to_seq is not None:
+        clauses.append("seq <= ?")
+        params.append(to_seq)
+    sql = (
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)}"
+        f" ORDER BY seq {'DESC' if newest_first else 'ASC'}"
+    )
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return sql, params
+
+
+def count_messages_query(
+    session_id: str, *, before_seq: int | None, include_internal: bool
+) -> tuple[str, list[Any]]:
+    clauses = ["session_id = ?"]
+    params: list[Any] = [session_id]
+    if not include_internal:
+        clauses.append("NOT internal")
+    if before_seq is not None:
+        clauses.append("seq < ?")
+        params.append(before_seq)
+    return f"SELECT count(*) AS n FROM messages WHERE {' AND '.join(clauses)}", params
+
+
+def project_stats_query(project: str | None) -> tuple[str, list[Any]]:
+    if project is None:
+        return PROJECT_STATS + " GROUP BY project, status ORDER BY project", []
+    return PROJECT_STATS + " WHERE project = ? GROUP BY project, status ORDER BY project", [project]
+
+
+# -- the append rules -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppendPlan:
+    """What one append stores (`added`, in seq order) and returns (`result`, one per draft)."""
+
+    added: list[Message]
+    result: list[Message]
+
+    @property
+    def last_seq(self) -> int:
+        return self.added[-1].seq
+
+    def totals_params(self, session_id: str, now: datetime, d: Dialect) -> tuple[Any, ...]:
+        """Parameters of `ADD_TOTALS` for the added messages."""
+        return (
+            self.last_seq,
+            len(self.added),
+            sum(m.tokens for m in self.added),
+            sum(m.usage.input_tokens for m in self.added if m.usage),
+            sum(m.usage.output_tokens for m in self.added if m.usage),
+            d.encode_ts(now),
+            session_id,
+        )
+
+
+def plan_append(
+    session: Session,
+    drafts: Sequence[MessageDraft],
+    stored: Mapping[str, Message],
+    *,
+    expected_last_seq: int | None,
+    now: datetime,
+) -> AppendPlan:
+    """Decide an append, given the locked session row and the drafts' ids already stored.
+
+    Ids already stored in this session are returned as stored (idempotent retries), an id stored
+    in another session is a `Conflict`, and the checks on `expected_last_seq`, expiry and status
+    apply only when something new is to be written.
+    """
+    known = dict(stored)
+    for message in known.values():
+        if message.session_id != session.id:
+            raise Conflict(f"message id {message.id} is already stored in another session")
+    fresh = [draft for draft in drafts if draft.id not in known]
+    if fresh:
+        if expected_last_seq is not None and expected_last_seq != session.last_seq:
+            raise SeqConflict(session.id, expected_last_seq, session.last_seq)
+        if session.status is SessionStatus.EXPIRED or session.is_expired_at(now):
+            raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
+        if session.status is not SessionStatus.ACTIVE:
+            raise Conflict(f"session {session.id} is {session.status.value}")
+    seq = session.last_seq
+    added: list[Message] = []
+    for draft in fresh:
+        if draft.id in known:
+            continue  # the same id twice in one batch
+        seq += 1
+        known[draft.id] = Message(
+            id=draft.id,
+            session_id=session.id,
+            seq=seq,
+            role=draft.role,
+            content=draft.content,
+            created_at=draft.created_at,
+            tokens=draft.tokens,
+            author=draft.author,
+            internal=draft.internal,
+            usage=draft.usage,
+            tool_calls=draft.tool_calls,
+            tool_call_id=draft.tool_call_id,
+            metadata=draft.metadata,
+        )
+        added.append(known[draft.id])
+    return AppendPlan(added=added, result=[known[draft.id] for draft in drafts])
+
+
+# -- statistics from aggregate rows -----------------------------------------------------------
+
+
+def session_stats_from_rows(session: Session, rows: Sequence[Row], d: Dialect) -> SessionStats:
+    """Per-session statistics from `SESSION_MESSAGE_STATS` rows and the session's totals."""
+    by_role: dict[str, int] = {}
+    internal = 0
+    for row in rows:
+        by_role[row["role"]] = by_role.get(row["role"], 0) + row["n"]
+        if row["internal"]:
+            internal += row["n"]
+    firsts = [d.decode_ts(row["first"]) for row in rows]
+    lasts = [d.decode_ts(row["last"]) for row in rows]
+    return SessionStats(
+        session_id=session.id,
+        message_count=session.message_count,
+        user_facing_messages=session.message_count - internal,
+        internal_messages=internal,
+        messages_by_role=by_role,
+        stored_tokens=session.stored_tokens,
+        usage_input_tokens=session.usage_input_tokens,
+        usage_output_tokens=session.usage_output_tokens,
+        first_message_at=min(firsts) if firsts else None,
+        last_message_at=max(lasts) if lasts else None,
+    )
+
+
+def project_stats_from_rows(rows: Sequence[Row]) -> list[ProjectStats]:
+    """Per-project totals from `PROJECT_STATS` rows (one per project and status)."""
+    totals: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = totals.setdefault(
+            row["project"],
+            {"by_status": {}, "messages": 0, "tokens": 0, "usage_in": 0, "usage_out": 0},
+        )
+        entry["by_status"][row["status"]] = int(row["sessions"])
+        for name in ("messages", "tokens", "usage_in", "usage_out"):
+            entry[name] += int(row[name] or 0)
+    return [
+        ProjectStats(
+            project=name,
+            sessions_by_status=entry["by_status"],
+            message_count=entry["messages"],
+            stored_tokens=entry["tokens"],
+            usage_input_tokens=entry["usage_in"],
+            usage_output_tokens=entry["usage_out"],
+        )
+        for name, entry in totals.items()
+    ]
+
+
+# -- the reads, which are the same on every SQL backend ---------------------------------------
+
+
+class SQLReads:
+    """The read half of the `Store` contract, for a backend that can run a `?`-placeholder
+    query and return rows addressable by column name (`_read`) in its `dialect`."""
+
+    dialect: Dialect
+
+    def _read(self, query: str, params: Sequence[Any] = ()) -> Sequence[Row]:
+        raise NotImplementedError
+
+    def get_session(self, session_id: str) -> Session:
+        rows = self._read(SELECT_SESSION, (session_id,))
+        if not rows:
+            raise SessionNotFound(session_id)
+        return session_from_row(rows[0], self.dialect)
+
+    def find_session_by_key(self, project: str, key: str) -> Session:
+        rows = self._read(FIND_BY_KEY, (project, key))
+        if not rows:
+            raise SessionNotFound(key, project)
+        return session_from_row(rows[0], self.dialect)
+
+    def list_sessions(
+        self, where: SessionFilter, *, limit: int, cursor: str | None = None
+    ) -> Page[Session]:
+        query, params = list_sessions_query(where, limit, cursor, self.dialect)
+        return page_from_rows(self._read(query, params), limit, self.dialect)
+
+    def read_messages(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        query, params = read_messages_query(
+            session_id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+        )
+        return [message_from_row(row, self.dialect) for row in self._read(query, params)]
+
+    def count_messages(
+        self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
+    ) -> int:
+        query, params = count_messages_query(
+            session_id, before_seq=before_seq, include_internal=include_internal
+        )
+        return int(self._read(query, params)[0]["n"])
+
+    def session_stats(self, session_id: str) -> SessionStats:
+        session = self.get_session(session_id)
+        rows = self._read(SESSION_MESSAGE_STATS, (session_id,))
+        return session_stats_from_rows(session, rows, self.dialect)
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        return project_stats_from_rows(self._read(*project_stats_query(project)))
+
+    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        rows = self._read(
+            f"SELECT {API_KEY_COLUMNS}, secret_hash FROM api_keys WHERE id = ?", (key_id,)
+        )
+        if not rows:
+            return None
+        return api_key_from_row(rows[0], self.dialect), str(rows[0]["secret_hash"])
+
+    def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
+        where, params = ("WHERE project = ?", (project,)) if project is not None else ("", ())
+        query = f"SELECT {API_KEY_COLUMNS} FROM api_keys {where} ORDER BY created_at, id"
+        return [api_key_from_row(row, self.dialect) for row in self._read(query, params)]

@@ -198,8 +198,12 @@ class PostgresStore(sql.SQLReads):
 
     @staticmethod
     def _version(cur: Cursor) -> int:
+        # Read the catalog with a fresh MVCC snapshot: `to_regclass` answers from the
+        # relation cache, which an advisory lock does not refresh, so a process that waited
+        # for another's migration would not see the tables it just committed.
         row = cur.execute(
-            "SELECT to_regclass('schema_migrations') IS NOT NULL AS present"
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname ="
+            " current_schema() AND tablename = 'schema_migrations') AS present"
         ).fetchone()
         if row is None or not row["present"]:
             return 0

@@ -1,0 +1,118 @@
+"""A small OpenAI-compatible chat server that records every request it receives.
+
+The only stand-in in the HTTP tests: a real HTTP server on loopback speaking the
+`/v1/chat/completions` protocol (whole and streamed), whose behaviour a test sets through
+`Upstream.mode`: answer, fail with a status, stall past the client's timeout, or break off
+mid-stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+
+@dataclass
+class Upstream:
+    """What the fake model does next, and what it was sent."""
+
+    mode: str = "ok"  # ok | error | refuse | slow | break | empty
+    delay: float = 5.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+    def reply_for(self, body: dict[str, Any]) -> str:
+        last = body["messages"][-1]
+        content = last.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        return f"reply {len(self.requests)} to: {text}"
+
+    def usage_for(self, body: dict[str, Any], reply: str) -> dict[str, int]:
+        prompt = sum(len(str(m.get("content", ""))) // 4 + 3 for m in body["messages"])
+        completion = len(reply.split())
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+
+def completion(body: dict[str, Any], reply: str, usage: dict[str, int]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": usage,
+        "system_fingerprint": "fp_test",
+    }
+
+
+def chunk(body: dict[str, Any], delta: dict[str, Any], finish: str | None = None) -> str:
+    data = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body["model"],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(data)}\n\n"
+
+
+def make_app(state: Upstream) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        body = await request.json()
+        state.requests.append(body)
+        state.headers.append(dict(request.headers))
+        if state.mode == "error":
+            return JSONResponse({"error": {"message": "model overloaded"}}, status_code=500)
+        if state.mode == "refuse":
+            return JSONResponse({"error": {"message": "unknown model"}}, status_code=404)
+        if state.mode == "slow":
+            await asyncio.sleep(state.delay)
+        reply = "" if state.mode == "empty" else state.reply_for(body)
+        usage = state.usage_for(body, reply)
+        if not body.get("stream"):
+            return JSONResponse(completion(body, reply, usage))
+
+        async def events() -> AsyncIterator[str]:
+            yield chunk(body, {"role": "assistant", "content": ""})
+            for index, word in enumerate(reply.split(" ")):
+                yield chunk(body, {"content": word if index == 0 else " " + word})
+                if state.mode == "break" and index == 1:
+                    yield 'data: {"error": {"message": "the model crashed"}}\n\n'
+                    return
+            yield chunk(body, {}, finish="stop")
+            if (body.get("stream_options") or {}).get("include_usage"):
+                usage_chunk = {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": [],
+                    "usage": usage,
+                }
+                yield f"data: {json.dumps(usage_chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return app

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench lint typecheck setup services clean
+.PHONY: run test bench lint typecheck setup services chromium clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,10 @@ typecheck: setup
 services: ## Start PostgreSQL and Redis if they are installed and down (tolerates their absence)
 	@sh scripts/services.sh
 
-test: lint typecheck services ## Lint, type-check and run the whole test suite
+chromium: ## The system Chromium the browser tests drive (installed with apt-get when missing)
+	@sh scripts/chromium.sh
+
+test: lint typecheck services chromium ## Lint, type-check and run the whole test suite
 	$(BIN)/python -m pytest -q
 
 bench: setup services ## Benchmarks; results go to bench/results/ and the README table
@@ -36,4 +39,4 @@ bench: setup services ## Benchmarks; results go to bench/results/ and the README
 	$(BIN)/python bench/bench_http.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis test-artifacts

@@ -65,6 +65,7 @@ def test_expired_sessions_are_archived_before_deletion_and_import_restores_them(
     assert tk.get_session(kept.id).status is SessionStatus.ACTIVE
     files = list(archive.glob("*.jsonl"))
     assert len(files) == 1 and not list(archive.glob(".*"))  # one complete file per run
+    assert report.archive_path == str(files[0])
     assert sorted(_archived_ids(archive)) == sorted(doomed)
 
     result = CliRunner().invoke(
@@ -94,6 +95,8 @@ def test_gc_archive_dir_archives_then_deletes(tmp_path: Path) -> None:
     result = runner.invoke(app, ["gc", "--delete", "--archive-dir", str(archive), "--db", url])
     assert result.exit_code == 0, result.output
     assert "Deleted 2 expired sessions" in result.output
+    (archived,) = archive.glob("*.jsonl")
+    assert f"Archived them to {archived}" in result.output.replace("\n", "")
     assert sorted(_archived_ids(archive)) == sorted(doomed)
     with turnkeeper.open(url) as tk:
         assert tk.list_sessions().items == ()
@@ -236,3 +239,14 @@ def test_project_stats_count_sessions_by_status_including_expired(
     stats = tk.project_stats("default")[0]
     assert dict(stats.sessions_by_status) == {"active": 1, "expired": 2}
     assert stats.message_count == 4
+
+
+def test_deletion_reports_each_session_to_the_progress_callback(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    doomed = _expiring(tk, 4)
+    clock.advance(timedelta(hours=2))
+    seen: list[str] = []
+    report = tk.expire(delete=True, grace=timedelta(0), progress=seen.append)
+    assert sorted(seen) == sorted(doomed) == list(report.deleted)
+    assert report.archive_path is None

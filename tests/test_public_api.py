@@ -8,13 +8,16 @@ import turnkeeper
 def test_public_names_are_pinned() -> None:
     assert sorted(turnkeeper.__all__) == sorted(
         [
-            "BackendUnavailable", "Conflict", "ContextBudgetExceeded", "ContextMessage",
-            "ContextReport", "ContextWindow", "ExpiryReport", "ExtractiveSummarizer",
+            "BackendUnavailable", "Conflict", "ContentTooLarge", "ContextBudgetExceeded", "ContextMessage",
+            "ContextReport", "ContextWindow", "ExpiryReport", "ExtractiveSummarizer", "Forbidden",
             "InvalidConfig", "InvalidInput", "InvalidMessage", "Message", "NewMessage",
             "NotFound", "Page", "ProjectStats", "Role", "SeqConflict", "Session",
             "SessionExpired", "SessionNotFound", "SessionStats", "SessionStatus", "Settings",
-            "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError", "Usage",
+            "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError",
+            "Unauthenticated", "UpstreamError", "UpstreamTimeout", "Usage",
             "__version__", "load_settings", "open", "to_anthropic", "to_openai",
+            # multi-agent conversations and durable summaries
+            "AgentState", "ConversationContext", "LLMSummarizer", "Phase", "SummaryCheckpoint",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:
@@ -27,6 +30,6 @@ def test_every_error_is_a_turnkeeper_error() -> None:
         for value in (getattr(turnkeeper, name) for name in turnkeeper.__all__)
         if isinstance(value, type) and issubclass(value, Exception)
     ]
-    assert len(exceptions) == 11
+    assert len(exceptions) == 16
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error

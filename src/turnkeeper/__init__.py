@@ -16,12 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 from turnkeeper.config import Settings, load_settings
+from turnkeeper.context.conversation import ConversationContext
 from turnkeeper.context.formats import to_anthropic, to_openai
-from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
+from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import (
     BackendUnavailable,
     Conflict,
+    ContentTooLarge,
     ContextBudgetExceeded,
+    Forbidden,
     InvalidConfig,
     InvalidInput,
     InvalidMessage,
@@ -30,10 +33,14 @@ from turnkeeper.errors import (
     SessionExpired,
     SessionNotFound,
     TurnkeeperError,
+    Unauthenticated,
+    UpstreamError,
+    UpstreamTimeout,
 )
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage import Store, open_store
 from turnkeeper.types import (
+    AgentState,
     ContextMessage,
     ContextReport,
     ContextWindow,
@@ -41,33 +48,41 @@ from turnkeeper.types import (
     Message,
     NewMessage,
     Page,
+    Phase,
     ProjectStats,
     Role,
     Session,
     SessionStats,
     SessionStatus,
     StrategyName,
+    SummaryCheckpoint,
     Usage,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentState",
     "BackendUnavailable",
     "Conflict",
+    "ContentTooLarge",
     "ContextBudgetExceeded",
     "ContextMessage",
     "ContextReport",
     "ContextWindow",
+    "ConversationContext",
     "ExpiryReport",
     "ExtractiveSummarizer",
+    "Forbidden",
     "InvalidConfig",
     "InvalidInput",
     "InvalidMessage",
+    "LLMSummarizer",
     "Message",
     "NewMessage",
     "NotFound",
     "Page",
+    "Phase",
     "ProjectStats",
     "Role",
     "SeqConflict",
@@ -80,8 +95,12 @@ __all__ = [
     "Store",
     "StrategyName",
     "Summarizer",
+    "SummaryCheckpoint",
     "Turnkeeper",
     "TurnkeeperError",
+    "Unauthenticated",
+    "UpstreamError",
+    "UpstreamTimeout",
     "Usage",
     "__version__",
     "load_settings",

@@ -33,6 +33,12 @@ from turnkeeper.types import StrategyName
 
 APP_NAME = "turnkeeper"
 
+DEFAULT_SUMMARY_PROMPT = (
+    "Summarize this conversation history in 2-3 sentences. "
+    "Focus on what the user asked about and what was recommended."
+)
+"""Seed 003's summary prompt, the default of `summary_prompt`."""
+
 _STRATEGY_ALIASES = {"summarization": "summarize", "sliding": "sliding_window"}
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([dhms]|ms)\s*)+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|[dhms])")
@@ -191,6 +197,22 @@ class Settings(BaseSettings):
     llm_timeout: timedelta = Field(
         default=timedelta(seconds=60),
         description="How long to wait for the upstream model (connect, and between bytes).",
+    )
+    summary_model: str | None = Field(
+        default=None,
+        description="Fast model that writes summaries on the LLM endpoint. Unset: the offline "
+        "extractive summarizer.",
+    )
+    summary_prompt: str = Field(
+        default=DEFAULT_SUMMARY_PROMPT,
+        min_length=1,
+        description="System prompt of the LLM summarizer (default: seed 003's).",
+    )
+    summary_threshold: int = Field(
+        default=15,
+        gt=0,
+        description="Messages above which the conversation context object carries a summary "
+        "(seed 003).",
     )
 
     @field_validator("strategy", mode="before")

@@ -83,10 +83,17 @@ def archive_sessions(
     return final
 
 
-def archive_and_delete(
-    store: Store, *, now: datetime, grace: timedelta, archive_dir: Path
-) -> tuple[ExpiryReport, Path | None]:
-    """Mark due sessions expired, then archive and delete the expired ones past `grace`.
+def delete_expired(
+    store: Store,
+    *,
+    now: datetime,
+    grace: timedelta,
+    archive_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ExpiryReport:
+    """Mark due sessions expired, then delete the expired ones past `grace`, one by one
+    (`progress` is called with each deleted id), after first archiving them when an
+    `archive_dir` is given.
 
     Only the sessions written to the archive are deleted (by id), so a session that expires
     while the archive is being written waits for the next run rather than being lost.
@@ -94,8 +101,8 @@ def archive_and_delete(
     marked = store.expire_sessions(now=now)
     due = expired_before(store, now - grace)
     if not due:
-        return marked, None
-    path = archive_sessions(store, due, archive_dir, now)
+        return marked
+    path = None if archive_dir is None else archive_sessions(store, due, archive_dir, now)
     deleted = []
     for session_id in due:
         try:
@@ -103,8 +110,15 @@ def archive_and_delete(
         except SessionNotFound:  # deleted meanwhile (by hand); it is archived either way
             continue
         deleted.append(session_id)
-    metrics.SESSIONS_ARCHIVED.inc(len(due))
-    return ExpiryReport(expired=marked.expired, deleted=tuple(deleted)), path
+        if progress is not None:
+            progress(session_id)
+    if path is not None:
+        metrics.SESSIONS_ARCHIVED.inc(len(due))
+    return ExpiryReport(
+        expired=marked.expired,
+        deleted=tuple(deleted),
+        archive_path=None if path is None else str(path),
+    )
 
 
 # -- one sweeper at a time --------------------------------------------------------------------

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
+from turnkeeper.errors import InvalidInput
+from turnkeeper.importers.base import Batch, run_import
+from turnkeeper.importers.base import ImportReport as ImportReport  # re-exported: its old home
 from turnkeeper.storage.base import Store
 from turnkeeper.storage.codec import from_ts, from_ts_or_none, to_ts, to_ts_or_none
 from turnkeeper.types import Message, Role, Session, SessionStatus, Usage
@@ -150,27 +151,19 @@ def export_sessions(
     return sessions, messages
 
 
-@dataclass
-class ImportReport:
-    """What an import did (or, in a dry run, would do). `errors` name file and line."""
-
-    sessions_seen: int = 0
-    sessions_created: int = 0
-    messages_seen: int = 0
-    messages_added: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Batch:
-    session: Session
-    line: int
-    messages: list[Message] = field(default_factory=list)
+def read_batches(path: Path, report: ImportReport) -> Iterator[Batch]:
+    """The sessions of a JSONL export, one batch each (see `turnkeeper.importers`)."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput("file", f"cannot read {path}: {exc.strerror}") from None
+    with handle:
+        yield from _batches(path, handle, report)
 
 
-def _batches(path: Path, lines: Iterable[str], report: ImportReport) -> Iterator[_Batch]:
+def _batches(path: Path, lines: Iterable[str], report: ImportReport) -> Iterator[Batch]:
     """Group records into per-session batches; malformed lines are reported and skipped."""
-    batch: _Batch | None = None
+    batch: Batch | None = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -182,7 +175,7 @@ def _batches(path: Path, lines: Iterable[str], report: ImportReport) -> Iterator
             if kind == "session":
                 if batch is not None:
                     yield batch
-                batch = _Batch(session_from_record(record), number)
+                batch = Batch(session_from_record(record), f"{path}:{number}")
                 report.sessions_seen += 1
             elif kind == "message":
                 message = message_from_record(record)
@@ -208,29 +201,5 @@ def import_sessions(
 ) -> ImportReport:
     """Import a JSONL export. Idempotent; malformed lines are reported, the rest imported."""
     report = ImportReport()
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInput("file", f"cannot read {path}: {exc.strerror}") from None
-    with handle:
-        for batch in _batches(path, handle, report):
-            try:
-                existing = store.get_session(batch.session.id)
-            except SessionNotFound:
-                existing = None
-            if dry_run:
-                known = (
-                    set() if existing is None else {m.id for m in store.read_messages(existing.id)}
-                )
-                report.sessions_created += existing is None
-                report.messages_added += sum(m.id not in known for m in batch.messages)
-            else:
-                try:
-                    report.messages_added += store.import_session(batch.session, batch.messages)
-                except TurnkeeperError as exc:  # reported per session; the import goes on
-                    report.errors.append(f"{path}:{batch.line}: {exc}")
-                    continue
-                report.sessions_created += existing is None
-            if progress is not None:
-                progress(batch.session)
-    return report
+    batches = read_batches(path, report)
+    return run_import(store, batches, report, dry_run=dry_run, progress=progress)

@@ -110,3 +110,14 @@ UPSTREAM_ERRORS = Counter(
     "Failed upstream model calls, by kind: timeout, unreachable, status_<code>, bad_response.",
     ["kind"],
 )
+
+# -- summaries ----------------------------------------------------------------------------------
+
+SUMMARY_FAILURES = Counter(
+    "turnkeeper_summary_failures_total",
+    "Summaries that failed (the build fell back to the sliding-window result).",
+)
+
+SUMMARY_CHECKPOINTS = Counter(
+    "turnkeeper_summary_checkpoints_total", "Summary checkpoints built and stored."
+)

@@ -20,10 +20,14 @@ import structlog
 
 from turnkeeper import expiry, jsonl, metrics
 from turnkeeper.config import Settings
+from turnkeeper.context import conversation
 from turnkeeper.context.builder import ContextBuilder
+from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
+from turnkeeper.context.conversation import RECENT_MESSAGES, ConversationContext
 from turnkeeper.context.history import StoreHistory
-from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
-from turnkeeper.errors import InvalidInput, SessionExpired, SessionNotFound
+from turnkeeper.context.perspective import EVENT_KEY
+from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
+from turnkeeper.errors import BackendUnavailable, InvalidInput, SessionExpired, SessionNotFound
 from turnkeeper.storage.base import Store
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import (
@@ -34,6 +38,8 @@ from turnkeeper.tokens import (
 )
 from turnkeeper.types import (
     UNSET,
+    AgentState,
+    AgentStateUpdate,
     ContextWindow,
     ExpiryReport,
     JSONObject,
@@ -42,6 +48,7 @@ from turnkeeper.types import (
     NewMessage,
     NewSession,
     Page,
+    Phase,
     ProjectStats,
     Role,
     Session,
@@ -50,6 +57,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     StrategyName,
+    SummaryCheckpoint,
     Usage,
 )
 from turnkeeper.validation import (
@@ -68,8 +76,35 @@ SessionRef = Session | str
 MAX_PAGE = 1000
 
 
+SUMMARY_TOKENS = 150
+"""Longest summary in the conversation context object (seed 003's `max_tokens=150`)."""
+
+_log = structlog.get_logger("turnkeeper.service")
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _agent_name(field: str, value: str) -> str:
+    """An agent's name: a required name (the same rules as keys)."""
+    name = check_name(field, value)
+    if not name:
+        raise InvalidInput(field, "an agent name is required")
+    return name
+
+
+def default_summarizer(settings: Settings) -> Summarizer:
+    """The LLM summarizer when `summary_model` is set, else the offline extractive one."""
+    if settings.summary_model is None:
+        return ExtractiveSummarizer()
+    from turnkeeper.llm import LLMClient
+
+    return LLMSummarizer(
+        LLMClient.from_settings(settings),
+        model=settings.summary_model,
+        prompt=settings.summary_prompt,
+    )
 
 
 class Turnkeeper:
@@ -89,7 +124,8 @@ class Turnkeeper:
         self.store = store
         self.settings = settings
         self._clock = clock
-        self._summarizer = summarizer or ExtractiveSummarizer()
+        self._summarizer = summarizer or default_summarizer(settings)
+        self._locks = SessionLocks()
         self.encoding = store.meta("token_encoding", settings.token_encoding)
         """Encoding the stored token counts were made with (fixed when the database was made)."""
 
@@ -216,8 +252,13 @@ class Turnkeeper:
         updated_since: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        phase: str | None = None,
+        search: str | None = None,
     ) -> Page[Session]:
-        """Sessions, most recently updated first, `limit` per page (at most 1000)."""
+        """Sessions, most recently updated first, `limit` per page (at most 1000).
+
+        `search` matches sessions whose key, subject or title contains it (case-insensitive);
+        the other filters match exactly."""
         check_positive("limit", limit)
         if limit > MAX_PAGE:
             raise InvalidInput("limit", f"must be at most {MAX_PAGE}, got {limit}")
@@ -234,6 +275,8 @@ class Turnkeeper:
             status=status,
             key=key,
             updated_since=updated_since,
+            phase=phase,
+            search=check_text("search", search, max_length=255) or None,
         )
         page = self.store.list_sessions(where, limit=limit, cursor=cursor)
         return Page(tuple(self._present(s) for s in page.items), page.next_cursor)
@@ -295,34 +338,42 @@ class Turnkeeper:
         delete: bool = False,
         grace: timedelta | None = None,
         archive_dir: Path | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> ExpiryReport:
         """Mark sessions past `expires_at` expired; with `delete`, delete expired sessions
-        older than the grace period (default: `expiry_grace`).
+        older than the grace period (default: `expiry_grace`), calling `progress` with each.
 
         With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
-        sessions to delete are first written to a new JSONL file there, which
-        `turnkeeper import` reads back; nothing is deleted unless its archive is on disk.
+        sessions to delete are first written to a new JSONL file there (`archive_path` in the
+        report), which `turnkeeper import` reads back; nothing is deleted unless its archive
+        is on disk.
         """
         now = self._clock()
-        grace = self.settings.expiry_grace if grace is None else grace
-        archive = archive_dir or self.settings.archive_dir
-        if delete and archive is not None:
-            report, path = expiry.archive_and_delete(
-                self.store, now=now, grace=grace, archive_dir=archive
+        if delete:
+            report = expiry.delete_expired(
+                self.store,
+                now=now,
+                grace=self.settings.expiry_grace if grace is None else grace,
+                archive_dir=archive_dir or self.settings.archive_dir,
+                progress=progress,
             )
-            if path is not None:
-                structlog.get_logger("turnkeeper.expiry").info(
-                    "sessions_archived", path=str(path), sessions=len(report.deleted)
-                )
         else:
-            report = self.store.expire_sessions(now=now, delete=delete, grace=grace)
+            report = self.store.expire_sessions(now=now)
+        if report.archive_path is not None:
+            structlog.get_logger("turnkeeper.expiry").info(
+                "sessions_archived", path=report.archive_path, sessions=len(report.deleted)
+            )
         metrics.SESSIONS_EXPIRED.inc(len(report.expired))
         metrics.SESSIONS_DELETED.inc(len(report.deleted))
         return report
 
     def session_stats(self, ref: SessionRef, *, project: str | None = None) -> SessionStats:
-        """Message counts (by role, user-facing vs internal), token totals and time span."""
-        return self.store.session_stats(self.get_session(ref, project=project).id)
+        """Message counts (by role, user-facing vs internal), token totals, time span, and
+        the execution time agents reported (`agent_responded`)."""
+        session_id = self.get_session(ref, project=project).id
+        stats = self.store.session_stats(session_id)
+        spent = sum(state.execution_ms for state in self.store.list_agent_states(session_id))
+        return dataclasses.replace(stats, execution_ms=spent)
 
     def project_stats(self, project: str | None = None) -> list[ProjectStats]:
         """Sessions by status, messages and tokens per project (one, or all by name)."""
@@ -534,12 +585,21 @@ class Turnkeeper:
         new_message: NewMessage | None = None,
         include_internal: bool | None = None,
         project: str | None = None,
+        agent: str | None = None,
+        trigger: int | None = None,
     ) -> ContextWindow:
         """Build the message list the model sees for the next turn.
 
         `new_message` is the turn being answered, if it is not stored yet; if it is already
         stored (same id) it still appears once. `include_internal` defaults to False for
         `recent` (seed 002: user-facing context) and True for the other strategies.
+
+        With `agent`, the window is that agent's perspective (seed 004, `context.perspective`):
+        the full history before the trigger (`new_message`, else the stored message with seq
+        `trigger`, else the newest), others' turns attributed, the "while you were away" block
+        after its `last_processed_seq`, the marker, the trigger; `strategy` does not apply, and
+        the older history is summarized only when the whole does not fit the budget.
+
         Raises `SessionExpired` for an expired session and `ContextBudgetExceeded` when the
         triggering message alone cannot fit.
         """
@@ -566,8 +626,25 @@ class Turnkeeper:
         builder = ContextBuilder(
             counter_for(encoding_for_model(model_name, default=self.encoding)),
             stored_encoding=self.encoding,
-            summarizer=self._summarizer,
+            # Checkpoints cover every stored message, so only a build that sees them all
+            # may use (and extend) them.
+            summarizer=self._checkpointed(session.id) if include_internal else self._summarizer,
         )
+        pending = self.draft(new_message) if new_message is not None else None
+        if agent is not None:
+            name = _agent_name("agent", agent)
+            state = self.store.get_agent_state(session.id, name)
+            if trigger is not None:
+                check_positive("trigger", trigger)
+            return builder.build_perspective(
+                session.id,
+                history,
+                agent=name,
+                last_processed_seq=state.last_processed_seq if state else 0,
+                budget=budget,
+                trigger_seq=trigger,
+                pending=pending,
+            )
         return builder.build(
             session.id,
             history,
@@ -577,5 +654,196 @@ class Turnkeeper:
             max_messages=(
                 self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
             ),
-            pending=self.draft(new_message) if new_message is not None else None,
+            pending=pending,
         )
+
+    def _checkpointed(self, session_id: str) -> Checkpointed:
+        return Checkpointed(
+            self._summarizer, self.store, session_id, clock=self._clock, locks=self._locks
+        )
+
+    # -- multi-agent conversations (seed 004) -----------------------------------------------
+
+    def _event(
+        self,
+        session: Session,
+        content: str,
+        author: str | None,
+        event: dict[str, Any],
+        **extra: Any,
+    ) -> Message:
+        """Store a system event (phase transition, hand-off) in the history: `metadata.event`
+        holds its fields (`kind` first); `extra` adds top-level metadata."""
+        metadata = {EVENT_KEY: event, **extra}
+        (stored,) = self.append_many(
+            session, [NewMessage(Role.SYSTEM, content, author=author, metadata=metadata)]
+        )
+        return stored
+
+    def set_phase(
+        self,
+        ref: SessionRef,
+        phase: Phase | str,
+        *,
+        by: str | None = None,
+        summary: str | None = None,
+        project: str | None = None,
+    ) -> Message:
+        """Move the session to `phase` (chat, brainstorm, plan, execute, verification, chores,
+        reflection) and record the transition in the history as a system event (`metadata.
+        event.kind == "phase_transition"`, with who moved it and the hand-off summary if any).
+        Returns the stored event."""
+        try:
+            new = Phase(phase)
+        except ValueError:
+            names = ", ".join(p.value for p in Phase)
+            raise InvalidInput("phase", f"unknown phase {phase!r}; use {names}") from None
+        session = self.get_session(ref, project=project)
+        by = check_name("by", by)
+        summary = check_text("summary", summary)
+        text = f"Phase changed from {session.phase or 'none'} to {new.value}"
+        text += f" by {by}." if by else "."
+        if summary:
+            text += f"\nSummary: {summary}"
+        event = self._event(
+            session, text, by,
+            {"kind": "phase_transition", "from": session.phase, "to": new.value, "by": by,
+             "summary": summary},
+            phase=new.value,  # what the web UI draws as a phase divider
+        )  # fmt: skip
+        self.store.update_session(session.id, SessionPatch(phase=new.value), now=self._clock())
+        return event
+
+    def handoff(
+        self,
+        ref: SessionRef,
+        from_agent: str,
+        to_agent: str,
+        summary: str | None = None,
+        *,
+        project: str | None = None,
+    ) -> Message:
+        """Record that `from_agent` hands the work to `to_agent`, with a summary for the
+        receiver, as a system event in the history (`metadata.event.kind == "handoff"`).
+        The receiver sees it in its history, and in its "while you were away" block if it
+        was away. Returns the stored event."""
+        session = self.get_session(ref, project=project)
+        source, target = _agent_name("from_agent", from_agent), _agent_name("to_agent", to_agent)
+        summary = check_text("summary", summary)
+        text = f"Hand-off from {source} to {target}."
+        if summary:
+            text += f"\nSummary: {summary}"
+        return self._event(
+            session, text, source,
+            {"kind": "handoff", "from": source, "to": target, "summary": summary},
+        )  # fmt: skip
+
+    def agent_state(self, ref: SessionRef, agent: str, *, project: str | None = None) -> AgentState:
+        """The agent's state in the session; an agent that never answered is at 0."""
+        session = self.get_session(ref, project=project)
+        name = _agent_name("agent", agent)
+        return self.store.get_agent_state(session.id, name) or AgentState(session.id, name)
+
+    def agent_states(self, ref: SessionRef, *, project: str | None = None) -> list[AgentState]:
+        """Every agent's state in the session, by name."""
+        return self.store.list_agent_states(self.get_session(ref, project=project).id)
+
+    def update_agent_state(
+        self,
+        ref: SessionRef,
+        agent: str,
+        *,
+        last_processed_seq: int | None = None,
+        provider_session_id: str | None = None,
+        project: str | None = None,
+    ) -> AgentState:
+        """Set the agent's position and/or provider session id (None keeps a field)."""
+        session = self.get_session(ref, project=project)
+        if last_processed_seq is not None:
+            check_non_negative("last_processed_seq", last_processed_seq)
+        update = AgentStateUpdate(
+            last_processed_seq=last_processed_seq,
+            provider_session_id=check_text("provider_session_id", provider_session_id),
+        )
+        name = _agent_name("agent", agent)
+        return self.store.update_agent_state(session.id, name, update, now=self._clock())
+
+    def agent_responded(
+        self,
+        ref: SessionRef,
+        agent: str,
+        reply: str | NewMessage | None = None,
+        *,
+        provider_session_id: str | None = None,
+        execution_ms: int | None = None,
+        project: str | None = None,
+    ) -> AgentState:
+        """Record that `agent` answered: store its `reply` (if given; authored by it), then
+        move its state to the end of the history (seed 004: `lastProcessedMessageIndex` =
+        history length), keep or replace its provider session id, and add `execution_ms` to
+        its time. This, not a plain append, is what advances an agent."""
+        session = self.get_session(ref, project=project)
+        name = _agent_name("agent", agent)
+        if execution_ms is not None:
+            check_non_negative("execution_ms", execution_ms)
+        if reply is not None:
+            message = reply if isinstance(reply, NewMessage) else NewMessage(Role.ASSISTANT, reply)
+            self.append_many(session, [dataclasses.replace(message, author=name)])
+        update = AgentStateUpdate(
+            last_processed_seq=self.store.get_session(session.id).last_seq,
+            provider_session_id=check_text("provider_session_id", provider_session_id),
+            add_execution_ms=execution_ms or 0,
+            add_turns=1,
+        )
+        return self.store.update_agent_state(session.id, name, update, now=self._clock())
+
+    def summaries(self, ref: SessionRef, *, project: str | None = None) -> list[SummaryCheckpoint]:
+        """The session's stored summary checkpoints, oldest first."""
+        return self.store.list_summaries(self.get_session(ref, project=project).id)
+
+    # -- seed 003's conversation context ----------------------------------------------------
+
+    def conversation_context(
+        self, ref: SessionRef, *, recent: int = RECENT_MESSAGES, project: str | None = None
+    ) -> ConversationContext:
+        """Seed 003's digest of a conversation: count, first-message flag, the last `recent`
+        user-facing messages, entities earlier answers referenced, and a summary of what came
+        before the recent ones once there are more than `summary_threshold` messages.
+
+        Reads go through the store's caches (a second call for an unchanged session is served
+        from them; an append moves the version, so it never sees stale data). If the store
+        cannot be reached, returns the empty context and logs the error instead of raising.
+        """
+        check_positive("recent", recent)
+        try:
+            session = self.get_session(ref, project=project)
+            messages = self.store.read_messages(session.id)
+        except BackendUnavailable as exc:
+            _log.error("conversation_fetch_failed", session=str(ref), error=str(exc))
+            return ConversationContext.empty(ref.id if isinstance(ref, Session) else ref)
+        shown = [m for m in messages if not m.internal][-recent:]
+        summary = None
+        if session.message_count > self.settings.summary_threshold and shown:
+            older = [m for m in messages if m.seq < shown[0].seq]
+            summary = self._conversation_summary(session.id, older)
+        return conversation.build(
+            session.key or session.id,
+            message_count=session.message_count,
+            recent=shown,
+            referenced=conversation.referenced_ids(messages),
+            summary=summary,
+        )
+
+    def _conversation_summary(self, session_id: str, older: list[Message]) -> str | None:
+        """The rolling summary of `older`, or None if there is nothing or it failed (logged
+        and counted: a summary is never worth failing the request)."""
+        if not older:
+            return None
+        try:
+            return self._checkpointed(session_id).summarize(
+                older, max_tokens=SUMMARY_TOKENS, counter=self.counter
+            )
+        except Exception as exc:
+            metrics.SUMMARY_FAILURES.inc()
+            _log.warning("summary_failed", session_id=session_id, error=str(exc))
+            return None

@@ -34,6 +34,18 @@ class SessionStatus(enum.StrEnum):
     EXPIRED = "expired"
 
 
+class Phase(enum.StrEnum):
+    """What a multi-agent conversation is doing (seed 004's phases)."""
+
+    CHAT = "chat"
+    BRAINSTORM = "brainstorm"
+    PLAN = "plan"
+    EXECUTE = "execute"
+    VERIFICATION = "verification"
+    CHORES = "chores"
+    REFLECTION = "reflection"
+
+
 class StrategyName(enum.StrEnum):
     """The context strategies (see the architecture's strategy table)."""
 
@@ -184,6 +196,10 @@ class SessionFilter:
     status: SessionStatus | None = None
     key: str | None = None
     updated_since: datetime | None = None
+    phase: str | None = None
+    search: str | None = None
+    """Text that key, subject or title contains (case-insensitive) — what a person types in a
+    search box, as opposed to the exact-match fields above."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +216,8 @@ class ExpiryReport:
 
     expired: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
+    archive_path: str | None = None
+    """The JSONL file the deleted sessions were archived to, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +234,54 @@ class SessionStats:
     usage_output_tokens: int
     first_message_at: datetime | None
     last_message_at: datetime | None
+    execution_ms: int = 0
+    """Time agents reported spending on their turns, summed (seed 004 `executionTime`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentState:
+    """Where one agent stands in one session (seed 004's per-agent state).
+
+    `last_processed_seq` is the last seq the agent had seen when it last answered (0: nothing
+    yet); `provider_session_id` is the model provider's own conversation id (seed 004's
+    `claudeSessionId`), kept until a new one is given. `execution_ms` and `turns` add up what
+    the agent reported about its turns.
+    """
+
+    session_id: str
+    agent: str
+    last_processed_seq: int = 0
+    provider_session_id: str | None = None
+    execution_ms: int = 0
+    turns: int = 0
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStateUpdate:
+    """A change to an agent's state: `None` keeps a field, the additions are added atomically."""
+
+    last_processed_seq: int | None = None
+    provider_session_id: str | None = None
+    add_execution_ms: int = 0
+    add_turns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryCheckpoint:
+    """A durable summary of a session's messages with `seq <= covers_to_seq`.
+
+    Checkpoints roll: the next one folds this text and only the messages after `covers_to_seq`,
+    so summarizing costs what is new, not the whole conversation. `method` names the summarizer
+    (`extractive`, `llm:<model>`); `tokens` is the text's count in the store's encoding.
+    """
+
+    session_id: str
+    covers_to_seq: int
+    text: str
+    tokens: int
+    method: str
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

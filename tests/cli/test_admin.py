@@ -19,7 +19,7 @@ def _short_lived(cli: Cli) -> str:
 def test_gc_marks_sessions_past_their_expiry_expired(cli: Cli) -> None:
     keeper = cli.session("--ttl", "never")["id"]
     gone = _short_lived(cli)
-    assert cli.json("gc") == {"expired": [gone], "deleted": []}
+    assert cli.json("gc") == {"expired": [gone], "deleted": [], "archive_path": None}
     assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
     assert cli.json("sessions", "show", keeper)["session"]["status"] == "active"
 
@@ -33,7 +33,11 @@ def test_gc_delete_deletes_expired_sessions(cli: Cli) -> None:
 
 def test_gc_delete_keeps_expired_sessions_within_the_grace_period(cli: Cli) -> None:
     gone = _short_lived(cli)
-    assert cli.json("gc", "--delete", "--grace", "1h") == {"expired": [gone], "deleted": []}
+    assert cli.json("gc", "--delete", "--grace", "1h") == {
+        "expired": [gone],
+        "deleted": [],
+        "archive_path": None,
+    }
     assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
 
 

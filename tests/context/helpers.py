@@ -137,3 +137,22 @@ def contents(window: ContextWindow) -> list[str]:
 
 def seqs(window: ContextWindow) -> list[int | None]:
     return [message.seq for message in window.messages]
+
+
+class Failing:
+    """A summarizer whose model is down: every call raises `error`."""
+
+    method = "failing"
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error or TimeoutError("the summary model timed out")
+
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        counter: TokenCounter,
+        previous: str | None = None,
+    ) -> str:
+        raise self.error

@@ -12,7 +12,14 @@ import pytest
 from tests.conftest import Clock
 from turnkeeper.errors import Conflict, SeqConflict, SessionExpired, SessionNotFound
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import NewMessage, Role, SessionStatus, Usage
+from turnkeeper.types import (
+    AgentStateUpdate,
+    NewMessage,
+    Role,
+    SessionStatus,
+    SummaryCheckpoint,
+    Usage,
+)
 
 # -- sessions ---------------------------------------------------------------------------------
 
@@ -124,6 +131,19 @@ def test_list_filters_and_orders_by_last_activity(tk: Turnkeeper, clock: Clock) 
     assert [s.id for s in tk.list_sessions(status="archived").items] == [b.id]
     since = clock.now
     assert {s.id for s in tk.list_sessions(updated_since=since).items} == {b.id}
+
+
+def test_search_finds_text_in_key_subject_or_title_ignoring_case(tk: Turnkeeper) -> None:
+    by_key = tk.create_session(key="Invoice-42")
+    by_subject = tk.create_session(subject="bead-invoice")
+    by_title = tk.create_session(title="Late INVOICES", phase="review")
+    tk.create_session(key="other", subject="bead-9", title="Weather")
+    literal = tk.create_session(title="100%_sure")
+    found = {s.id for s in tk.list_sessions(search="invoice").items}
+    assert found == {by_key.id, by_subject.id, by_title.id}
+    assert [s.id for s in tk.list_sessions(search="invoice", phase="review").items] == [by_title.id]
+    assert [s.id for s in tk.list_sessions(search="%_").items] == [literal.id]  # not wildcards
+    assert tk.list_sessions(search="bead_9").items == ()  # "_" is no wildcard: not bead-9
 
 
 def test_cursor_pagination_visits_every_session_once(tk: Turnkeeper, clock: Clock) -> None:
@@ -372,3 +392,76 @@ def test_update_can_extend_or_remove_the_expiry_but_not_revive(
     with pytest.raises(SessionExpired):
         tk.archive_session(short)
     assert tk.get_session(short.id).status is SessionStatus.EXPIRED
+
+
+# -- agent states and summary checkpoints -----------------------------------------------------
+
+
+def test_agent_state_upsert_keeps_unset_fields_adds_time_and_bumps_version(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    session = tk.create_session()
+    store = tk.store
+    assert store.get_agent_state(session.id, "pm") is None
+    first = store.update_agent_state(
+        session.id, "pm", AgentStateUpdate(provider_session_id="c-1", add_execution_ms=40,
+                                           add_turns=1), now=clock.now,
+    )  # fmt: skip
+    assert (first.last_processed_seq, first.provider_session_id, first.execution_ms) == (
+        0, "c-1", 40,
+    )  # fmt: skip
+    clock.advance(timedelta(seconds=5))
+    second = store.update_agent_state(
+        session.id, "pm", AgentStateUpdate(last_processed_seq=7, add_execution_ms=2), now=clock.now
+    )
+    assert (second.last_processed_seq, second.provider_session_id) == (7, "c-1")
+    assert (second.execution_ms, second.turns, second.updated_at) == (42, 1, clock.now)
+    assert store.get_agent_state(session.id, "pm") == second
+    assert store.get_session(session.id).version == session.version + 2
+    store.update_agent_state(session.id, "dev", AgentStateUpdate(), now=clock.now)
+    assert [s.agent for s in store.list_agent_states(session.id)] == ["dev", "pm"]
+    with pytest.raises(SessionNotFound):
+        store.update_agent_state("missing", "pm", AgentStateUpdate(), now=clock.now)
+
+
+def _checkpoint(session_id: str, covers: int, text: str, clock: Clock) -> SummaryCheckpoint:
+    return SummaryCheckpoint(session_id, covers, text, 3, "extractive", clock.now)
+
+
+def test_the_first_checkpoint_saved_for_a_seq_wins(tk: Turnkeeper, clock: Clock) -> None:
+    session = tk.create_session()
+    store = tk.store
+    assert store.latest_summary(session.id) is None
+    saved = store.save_summary(_checkpoint(session.id, 10, "first", clock))
+    assert saved == _checkpoint(session.id, 10, "first", clock)
+    assert store.save_summary(_checkpoint(session.id, 10, "second", clock)).text == "first"
+    assert store.get_session(session.id).version == session.version + 1
+    store.save_summary(_checkpoint(session.id, 20, "later", clock))
+    latest = store.latest_summary(session.id)
+    assert latest is not None and latest.text == "later"
+    capped = store.latest_summary(session.id, upto_seq=15)
+    assert capped is not None and capped.text == "first"
+    assert [c.covers_to_seq for c in store.list_summaries(session.id)] == [10, 20]
+    with pytest.raises(SessionNotFound):
+        store.save_summary(_checkpoint("missing", 1, "x", clock))
+
+
+def test_reset_and_delete_drop_checkpoints_and_agent_positions(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    session = tk.create_session()
+    tk.append(session, "user", "hi")
+    store = tk.store
+    store.save_summary(_checkpoint(session.id, 1, "hi", clock))
+    store.update_agent_state(
+        session.id, "pm", AgentStateUpdate(last_processed_seq=1), now=clock.now
+    )
+    assert store.latest_summary(session.id) is not None  # cached, then invalidated by reset
+    tk.reset_session(session)
+    assert store.latest_summary(session.id) is None
+    assert store.list_summaries(session.id) == []
+    state = store.get_agent_state(session.id, "pm")
+    assert state is not None and state.last_processed_seq == 0
+    tk.delete_session(session)
+    assert store.list_agent_states(session.id) == []
+    assert store.list_summaries(session.id) == []

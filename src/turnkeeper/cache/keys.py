@@ -49,3 +49,8 @@ def count(
 def stats(ns: str, session_id: str, version: int) -> str:
     """Per-session statistics (`session_stats`)."""
     return f"{PREFIX}:{ns}:{session_id}:{version}:stats"
+
+
+def summary(ns: str, session_id: str, version: int, *, upto_seq: int | None) -> str:
+    """The latest summary checkpoint covering at most `upto_seq` (`latest_summary`)."""
+    return f"{PREFIX}:{ns}:{session_id}:{version}:summary:{upto_seq or ''}"

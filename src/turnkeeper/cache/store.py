@@ -13,6 +13,7 @@ reading the row again), so an entry always holds exactly what its version contai
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -27,6 +28,8 @@ from turnkeeper.jsonl import message_from_record, message_record
 from turnkeeper.storage.base import Store
 from turnkeeper.storage.codec import from_ts_or_none, to_ts_or_none
 from turnkeeper.types import (
+    AgentState,
+    AgentStateUpdate,
     ApiKey,
     ExpiryReport,
     Message,
@@ -39,6 +42,7 @@ from turnkeeper.types import (
     SessionPatch,
     SessionStats,
     SessionStatus,
+    SummaryCheckpoint,
 )
 
 if TYPE_CHECKING:  # without importing redis at run time
@@ -85,6 +89,22 @@ def _decode_stats(raw: bytes) -> SessionStats:
     record["first_message_at"] = from_ts_or_none(record["first_message_at"])
     record["last_message_at"] = from_ts_or_none(record["last_message_at"])
     return SessionStats(**record)
+
+
+def _encode_summary(checkpoint: SummaryCheckpoint | None) -> bytes:
+    if checkpoint is None:
+        return b"null"
+    record = dataclasses.asdict(checkpoint)
+    record["created_at"] = to_ts_or_none(checkpoint.created_at)
+    return json.dumps(record, ensure_ascii=False).encode()
+
+
+def _decode_summary(raw: bytes) -> SummaryCheckpoint | None:
+    record = json.loads(raw)
+    if record is None:
+        return None
+    record["created_at"] = from_ts_or_none(record["created_at"])
+    return SummaryCheckpoint(**record)
 
 
 class CachedStore:
@@ -208,7 +228,36 @@ class CachedStore:
             _decode_stats,
         )
 
+    def latest_summary(
+        self, session_id: str, *, upto_seq: int | None = None
+    ) -> SummaryCheckpoint | None:
+        # A cached "none yet" is safe too: saving a checkpoint bumps the version.
+        return self._cached(
+            session_id,
+            lambda version: keys.summary(self._ns, session_id, version, upto_seq=upto_seq),
+            lambda: self.inner.latest_summary(session_id, upto_seq=upto_seq),
+            _encode_summary,
+            _decode_summary,
+        )
+
     # -- everything else goes to the store --------------------------------------------------
+
+    def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
+        return self.inner.list_summaries(session_id)
+
+    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
+        return self.inner.save_summary(checkpoint)
+
+    def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
+        return self.inner.get_agent_state(session_id, agent)
+
+    def list_agent_states(self, session_id: str) -> list[AgentState]:
+        return self.inner.list_agent_states(session_id)
+
+    def update_agent_state(
+        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
+    ) -> AgentState:
+        return self.inner.update_agent_state(session_id, agent, update, now=now)
 
     def meta(self, name: str, default: str) -> str:
         return self.inner.meta(name, default)
@@ -280,6 +329,9 @@ class CachedStore:
 
     def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
         return self.inner.revoke_api_key(key_id, now=now)
+
+    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
+        return self.inner.delete_last_message(session_id, now=now)  # bumps the version
 
     def close(self) -> None:
         try:

@@ -53,7 +53,10 @@ def gc(
 ) -> None:
     """Mark sessions past their expiry as expired (and with --delete, delete old ones)."""
     with open_ctx(db, json_output) as ctx:
-        report = ctx.tk.expire(delete=delete, grace=grace, archive_dir=archive_dir)
+        with ctx.out.progress("Deleting expired sessions") as advance:
+            report = ctx.tk.expire(
+                delete=delete, grace=grace, archive_dir=archive_dir, progress=lambda _: advance()
+            )
         ctx.out.expiry(report, delete=delete)
 
 

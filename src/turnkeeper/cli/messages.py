@@ -138,15 +138,25 @@ def context(
         WindowFormat,
         typer.Option("--format", help="Message shape of --json output (report: report only)."),
     ] = WindowFormat.OPENAI,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", metavar="NAME", help="Build this agent's perspective (seed 004)."),
+    ] = None,
+    trigger: Annotated[
+        int | None,
+        typer.Option("--trigger", metavar="SEQ", help="Stored message to answer (with --agent)."),
+    ] = None,
     project: ProjectOption = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Build the window the model would see for the next turn, and report how it was built."""
+    """Build the window the model would see for the next turn, and report how it was built.
+    With --agent, the window is that agent's view of a multi-agent conversation."""
     with open_ctx(db, json_output) as ctx:
         window = ctx.tk.context(
             session, strategy=strategy, max_tokens=max_tokens, reserved_tokens=reserved,
             keep_recent=keep_recent, model=model, include_internal=internal, project=project,
             new_message=None if pending is None else NewMessage(role="user", content=pending),
+            agent=agent, trigger=trigger,
         )  # fmt: skip
         ctx.out.context(window, _payload(window, shape))

@@ -24,9 +24,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from turnkeeper.context.conversation import ConversationContext
 from turnkeeper.jsonl import ImportReport, message_record, session_record
 from turnkeeper.storage.codec import to_ts
 from turnkeeper.types import (
+    AgentState,
     ContextMessage,
     ContextReport,
     ContextWindow,
@@ -37,6 +39,7 @@ from turnkeeper.types import (
     Session,
     SessionStats,
     SessionStatus,
+    SummaryCheckpoint,
 )
 
 PROGRESS_THRESHOLD = 20
@@ -411,6 +414,8 @@ class Output:
             self.console.print(f"Deleted {len(report.deleted)} expired sessions.")
             for session_id in report.deleted:
                 self.console.print(f"  [red]deleted[/] {session_id}")
+        if report.archive_path is not None:
+            self.console.print(f"Archived them to {report.archive_path}")
 
     def session_stats(self, stats: SessionStats) -> None:
         if self.json:
@@ -427,8 +432,45 @@ class Output:
             ("usage", f"{stats.usage_input_tokens} in / {stats.usage_output_tokens} out"),
             ("first message", _when(stats.first_message_at)),
             ("last message", _when(stats.last_message_at)),
+            ("agent time", f"{stats.execution_ms} ms"),
         ]
         self.console.print(_fields_table(rows))
+
+    def agent_states(self, states: Sequence[AgentState]) -> None:
+        if self.json:
+            self.document({"agents": states})
+            return
+        if not states:
+            self.console.print("[dim]No agent has answered in this session.[/]")
+            return
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        for column in ("agent", "last seq", "provider session", "turns", "time (ms)", "updated"):
+            table.add_column(column)
+        for st in states:
+            table.add_row(
+                Text(st.agent), str(st.last_processed_seq), _opt(st.provider_session_id),
+                str(st.turns), str(st.execution_ms), _when(st.updated_at),
+            )  # fmt: skip
+        self.console.print(table)
+
+    def summaries(self, checkpoints: Sequence[SummaryCheckpoint]) -> None:
+        if self.json:
+            self.document({"summaries": checkpoints})
+            return
+        if not checkpoints:
+            self.console.print("[dim]No summary checkpoints yet.[/]")
+        for c in checkpoints:
+            self.console.print(
+                f"[bold]up to #{c.covers_to_seq}[/] [dim]{c.method}, {c.tokens} tokens,"
+                f" {_when(c.created_at)}[/]"
+            )
+            self.console.print(Text(c.text))
+
+    def conversation_context(self, context: ConversationContext, planner: str) -> None:
+        if self.json:
+            self.document({**context.as_dict(), "planner_context": planner})
+            return
+        self.console.print(Text(planner))
 
     def project_stats(self, projects: Sequence[ProjectStats]) -> None:
         if self.json:

@@ -1,4 +1,5 @@
-"""`turnkeeper export` and `import`: sessions and messages as JSONL (see `turnkeeper.jsonl`)."""
+"""`turnkeeper export` and `import`: sessions and messages as JSONL (see `turnkeeper.jsonl`),
+and imports from the seeds' own stores (see `turnkeeper.importers`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from typing import Annotated
 
 import typer
 
-from turnkeeper.cli.app import EXIT_ERROR, DbOption, JsonOption, ProjectOption, app, open_ctx
+from turnkeeper.cli.app import (
+    EXIT_ERROR,
+    DbOption,
+    JsonOption,
+    ProjectOption,
+    UsageProblem,
+    app,
+    open_ctx,
+)
 from turnkeeper.errors import InvalidInput
+from turnkeeper.importers import SourceKind, detect, import_from
 
 
 @app.command("export")
@@ -48,26 +58,69 @@ def export(
 
 @app.command("import")
 def import_(
-    file: Annotated[
-        Path,
+    source: Annotated[
+        Path | None,
         typer.Argument(
-            metavar="FILE.jsonl", help="A turnkeeper export.", exists=True, dir_okay=False
+            metavar="[FILE|DIR]",
+            help="A turnkeeper export (.jsonl), or seed 002's session files (a .json file or a "
+            "directory holding .dagent-worktrees). Not needed with --source-db.",
+            exists=True,
         ),
-    ],
+    ] = None,
+    kind: Annotated[
+        SourceKind | None,
+        typer.Option(
+            "--from",
+            help="What SOURCE is (default: guessed — a directory or .json file is dagent's, "
+            "--source-db is conversation-contexts, anything else jsonl).",
+        ),
+    ] = None,
+    source_db: Annotated[
+        str | None,
+        typer.Option(
+            "--source-db",
+            metavar="URL",
+            help="PostgreSQL URL of seed 000's conversation_contexts table.",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would be imported; write nothing.")
     ] = False,
+    project: ProjectOption = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Import a JSONL export; sessions and messages already stored are skipped.
+    """Import conversations; sessions and messages already stored are skipped.
 
-    Malformed lines are reported on stderr as FILE:LINE and the rest is still imported;
+    Sources: turnkeeper's JSONL export, seed 002's dagent session files (their session id
+    becomes the key, in --project), seed 000's conversation_contexts table (--source-db).
+    Malformed records are reported on stderr as FILE:LINE and the rest is still imported;
     the exit code is then 1.
     """
+    kind, location = _import_source(source, kind, source_db)
     with open_ctx(db, json_output) as ctx:
         with ctx.out.progress("Importing") as advance:
-            report = ctx.tk.import_sessions(file, dry_run=dry_run, progress=lambda _: advance())
+            report = import_from(
+                ctx.tk, kind, location, project=project, dry_run=dry_run,
+                progress=lambda _: advance(),
+            )  # fmt: skip
         ctx.out.imported(report, dry_run=dry_run)
     if report.errors:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _import_source(
+    source: Path | None, kind: SourceKind | None, source_db: str | None
+) -> tuple[SourceKind, str | Path]:
+    """Which source to read and where: usage errors (exit 2) when the options disagree."""
+    if source_db is not None or kind is SourceKind.CONVERSATION_CONTEXTS:
+        if (
+            source is not None
+            or source_db is None
+            or kind not in (None, SourceKind.CONVERSATION_CONTEXTS)
+        ):
+            raise UsageProblem("conversation-contexts reads from --source-db URL alone (no FILE)")
+        return SourceKind.CONVERSATION_CONTEXTS, source_db
+    if source is None:
+        raise UsageProblem("missing FILE (or --source-db URL)")
+    return kind or detect(source), source

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import structlog
 
 from turnkeeper.context.history import History
+from turnkeeper.context.perspective import Perspective
 from turnkeeper.context.strategies import Selection, strategy_for
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
 from turnkeeper.context.units import Turns
@@ -90,6 +91,58 @@ class ContextBuilder:
                 max_messages=max_messages,
                 summarizer=self.summarizer,
             )(turns, budget)
+        return self._window(session_id, history, name, budget, selection)
+
+    def build_perspective(
+        self,
+        session_id: str,
+        history: History,
+        *,
+        agent: str,
+        last_processed_seq: int,
+        budget: int,
+        trigger_seq: int | None = None,
+        pending: MessageDraft | None = None,
+    ) -> ContextWindow:
+        """`agent`'s view for answering a trigger (see `context.perspective`): `pending`, else
+        the stored message `trigger_seq`, else the newest stored message. A pending message
+        already stored (same id) is the stored one. Reads the history before the trigger.
+        The report names `summarize` when the older part was summarized, else `full`."""
+        stored = history.chronological()
+        trigger: Message | MessageDraft | None = None
+        if pending is not None:
+            trigger = next((m for m in stored if m.id == pending.id), pending)
+        elif trigger_seq is not None:
+            trigger = next((m for m in stored if m.seq == trigger_seq), None)
+            if trigger is None:
+                raise InvalidInput("trigger", f"no stored message has seq {trigger_seq}")
+        elif stored:
+            trigger = stored[-1]
+        if trigger is None:
+            selection = Selection(messages=(), left_out=0)
+        else:
+            before = trigger.seq if isinstance(trigger, Message) else None
+            earlier = [m for m in stored if before is None or m.seq < before]
+            view = Perspective(
+                self.counter,
+                agent=agent,
+                last_processed_seq=last_processed_seq,
+                render=self._render,
+                summarizer=self.summarizer,
+            )
+            selection = view(earlier, trigger, budget, pending=before is None)
+        name = StrategyName.SUMMARIZE if selection.summarized else StrategyName.FULL
+        return self._window(session_id, history, name, budget, selection)
+
+    def _window(
+        self,
+        session_id: str,
+        history: History,
+        name: StrategyName,
+        budget: int,
+        selection: Selection,
+    ) -> ContextWindow:
+        """The window and its report, logged as one `conversation_context_loaded` event."""
         report = self._report(session_id, history, name, budget, selection)
         self.logger.info(
             EVENT,

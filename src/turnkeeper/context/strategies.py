@@ -14,10 +14,13 @@ invariants live:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import structlog
+
+from turnkeeper import metrics
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.context.units import Turns, Unit
 from turnkeeper.errors import ContextBudgetExceeded, InvalidInput
@@ -25,6 +28,8 @@ from turnkeeper.tokens import REPLY_PRIMING, TokenCounter
 from turnkeeper.types import ContextMessage, Message, Role, StrategyName
 
 SUMMARY_PREFIX = "Previous conversation summary: "
+
+_log = structlog.get_logger("turnkeeper.context")
 
 Marker = Callable[[int], str]
 
@@ -293,27 +298,65 @@ class Summarize:
         plan.total = whole.total
         kept = {message.seq for message in plan.messages()}
         left = [message for message in turns.loaded() if message.seq not in kept]
-        plan.note = self._summary(left, budget - plan.tokens)
+        try:
+            plan.note = self._summary(left, budget - plan.tokens)
+        except SummarizerFailed:  # the sliding_window result, from the units already read
+            plan = _Plan(plan.trigger, whole.total, head if _is_system(head) else None)
+            if plan.head is not None and plan.tokens > budget:
+                plan.head = None
+            _take_tail(plan, iter(units), budget, limit=None)
+            _fit_marker(plan, budget, sliding_window_marker, self.counter)
+            return plan.selection(turns.loaded())
         if plan.note is not None:
             return plan.selection(turns.loaded(), summarized=True)
         _fit_marker(plan, budget, sliding_window_marker, self.counter)
         return plan.selection(turns.loaded())
 
     def _summary(self, messages: list[Message], room: int) -> ContextMessage | None:
-        """A summary message of at most `room` tokens, or None if none fits."""
-        overhead = self.counter.count_message(Role.SYSTEM, SUMMARY_PREFIX)
-        limit = min(self.max_summary_tokens, room - overhead)
-        for _ in range(self.attempts):
-            if limit <= 0:
-                return None
-            text = self.summarizer.summarize(messages, max_tokens=limit, counter=self.counter)
-            if not text:
-                return None
-            note = _note(self.counter, SUMMARY_PREFIX + text, kind="summary")
-            if note.tokens <= room:
-                return note
-            limit -= note.tokens - room
-        return None
+        return summary_note(
+            self.summarizer, messages, room, self.counter,
+            max_summary_tokens=self.max_summary_tokens, attempts=self.attempts,
+        )  # fmt: skip
+
+
+class SummarizerFailed(Exception):
+    """The summarizer raised; the build falls back to what it would be without a summary."""
+
+
+def summary_note(
+    summarizer: Summarizer,
+    messages: Sequence[Message],
+    room: int,
+    counter: TokenCounter,
+    *,
+    max_summary_tokens: int = 1024,
+    attempts: int = 4,
+) -> ContextMessage | None:
+    """A "Previous conversation summary" message of at most `room` tokens, or None if none
+    fits; a summary that comes back too long is asked for again, shorter.
+
+    A summarizer that raises (an LLM down, a bad answer) must never fail the turn: the error is
+    logged and counted (`turnkeeper_summary_failures_total`) and `SummarizerFailed` tells the
+    caller to fall back.
+    """
+    overhead = counter.count_message(Role.SYSTEM, SUMMARY_PREFIX)
+    limit = min(max_summary_tokens, room - overhead)
+    for _ in range(attempts):
+        if limit <= 0:
+            return None
+        try:
+            text = summarizer.summarize(messages, max_tokens=limit, counter=counter)
+        except Exception as exc:
+            metrics.SUMMARY_FAILURES.inc()
+            _log.warning("summary_failed", error=str(exc), error_type=type(exc).__name__)
+            raise SummarizerFailed(str(exc)) from exc
+        if not text:
+            return None
+        note = _note(counter, SUMMARY_PREFIX + text, kind="summary")
+        if note.tokens <= room:
+            return note
+        limit -= note.tokens - room
+    return None
 
 
 def strategy_for(

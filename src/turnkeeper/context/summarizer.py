@@ -8,9 +8,10 @@ summarizer implements the same protocol.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
+from turnkeeper.config import DEFAULT_SUMMARY_PROMPT
 from turnkeeper.tokens import TokenCounter
 from turnkeeper.types import Message, Role
 
@@ -36,12 +37,15 @@ class Summarizer(Protocol):
 
 
 class ExtractiveSummarizer:
-    """One line per message, `author: first sentence`, keeping what fits.
+    """One line per message, `author: first sentence`, keeping what fits (the offline default).
 
     When not every line fits, it keeps the earliest user request (what the conversation is
     about) and then the newest lines (where it stands), because those are what a model most
     needs to carry on; lines are cut to `line_chars` characters.
     """
+
+    method = "extractive"
+    """What summary checkpoints record as their `method`."""
 
     def __init__(self, *, line_chars: int = 200) -> None:
         self.line_chars = line_chars
@@ -81,6 +85,61 @@ class ExtractiveSummarizer:
         if len(text) > self.line_chars:
             text = text[: self.line_chars - 1].rstrip() + _ELLIPSIS
         return f"{speaker}: {text}"
+
+
+class Completer(Protocol):
+    """The one `LLMClient` method the LLM summarizer needs."""
+
+    def complete(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+class LLMSummarizer:
+    """Asks a (fast) model on an OpenAI-compatible endpoint for the summary.
+
+    The earlier summary, when there is one, is sent with the new messages so the model folds
+    them (recursive summarization): each call reads only what is new. The answer is cut to
+    `max_tokens` if the model overran it. Failures raise (`UpstreamError`); the context builder
+    falls back rather than fail the turn.
+    """
+
+    def __init__(
+        self, client: Completer, *, model: str, prompt: str = DEFAULT_SUMMARY_PROMPT
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.prompt = prompt
+        self.method = f"llm:{model}"
+
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        counter: TokenCounter,
+        previous: str | None = None,
+    ) -> str:
+        if max_tokens <= 0 or not (messages or previous):
+            return ""
+        transcript = "\n".join(
+            f"{m.author or m.role.value}: {m.content}" for m in messages if m.content
+        )
+        text = transcript
+        if previous:
+            text = f"Summary so far:\n{previous}\n\nNew messages:\n{transcript}"
+        body = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": self.prompt},
+                {"role": "user", "content": text},
+            ],
+            "max_tokens": max_tokens,
+        }
+        answer = self.client.complete(body)
+        choices = answer.get("choices") or [{}]
+        summary = str((choices[0].get("message") or {}).get("content") or "").strip()
+        if counter.count_text(summary) > max_tokens:
+            return _cut(summary, max_tokens, counter)
+        return summary
 
 
 def _choose(

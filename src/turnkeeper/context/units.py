@@ -13,7 +13,7 @@ strategy that stops early has read only the tail it keeps (plus that one message
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, takewhile
 
 from turnkeeper.context.history import History
@@ -30,15 +30,16 @@ class Unit:
 
     messages: tuple[ContextMessage, ...]
     orphan: bool = False
+    tokens: int = field(init=False)
+    stored: int = field(init=False)
+    """How many of its messages are stored ones (a pending turn is not)."""
 
-    @property
-    def tokens(self) -> int:
-        return sum(message.tokens for message in self.messages)
-
-    @property
-    def stored(self) -> int:
-        """How many of its messages are stored ones (a pending turn is not)."""
-        return sum(1 for message in self.messages if message.seq is not None)
+    def __post_init__(self) -> None:
+        # Computed once: strategies ask for these for every unit, often repeatedly.
+        object.__setattr__(self, "tokens", sum(message.tokens for message in self.messages))
+        object.__setattr__(
+            self, "stored", sum(1 for message in self.messages if message.seq is not None)
+        )
 
 
 def call_ids(message: ContextMessage) -> frozenset[str]:

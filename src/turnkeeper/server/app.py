@@ -24,9 +24,10 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.expiry import Sweeper
 from turnkeeper.llm import LLMClient
-from turnkeeper.server import problems
+from turnkeeper.server import problems, ui
 from turnkeeper.server.observability import RequestObserver, record_stored, record_upstream
 from turnkeeper.server.routes import (
+    agents,
     chat,
     context,
     conversations,
@@ -40,7 +41,7 @@ from turnkeeper.server.schemas import Problem
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import ChatTurns
 
-ROUTERS = (sessions, messages, context, stats, chat, proxy, conversations, health)
+ROUTERS = (sessions, messages, context, stats, agents, chat, proxy, conversations, health)
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),
 token-budgeted context windows, a chat turn against any OpenAI-compatible model, and an
@@ -79,6 +80,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
     for module in ROUTERS:
         app.include_router(module.router)
     problems.install(app)
+    ui.install(app)  # the web UI at `/`, after problems so its login redirect takes precedence
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(RequestObserver)
     _document_problems(app)

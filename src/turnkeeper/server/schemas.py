@@ -14,19 +14,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnkeeper.context.conversation import ConversationContext, planner_context
 from turnkeeper.turns import TurnOptions
 from turnkeeper.types import (
     UNSET,
+    AgentState,
     ContextReport,
     Message,
     NewMessage,
     Page,
+    Phase,
     ProjectStats,
     Role,
     Session,
     SessionStats,
     SessionStatus,
     StrategyName,
+    SummaryCheckpoint,
     Usage,
 )
 
@@ -363,6 +367,7 @@ class SessionStatsPublic(BaseModel):
     usage_output_tokens: int
     first_message_at: datetime | None
     last_message_at: datetime | None
+    execution_ms: int = Field(0, description="Time agents reported spending on their turns.")
 
     @classmethod
     def from_domain(cls, stats: SessionStats) -> SessionStatsPublic:
@@ -374,6 +379,7 @@ class SessionStatsPublic(BaseModel):
             usage_input_tokens=stats.usage_input_tokens,
             usage_output_tokens=stats.usage_output_tokens,
             first_message_at=stats.first_message_at, last_message_at=stats.last_message_at,
+            execution_ms=stats.execution_ms,
         )  # fmt: skip
 
 
@@ -560,3 +566,96 @@ class Deleted000(BaseModel):
 
     success: bool
     message: str
+
+
+# -- multi-agent conversations, summaries, seed 003's conversation context ---------------------
+
+
+class PhaseChange(_Request):
+    """Move the session to a phase; the transition is stored as a system event."""
+
+    phase: Phase
+    by: str | None = Field(None, pattern=_NAME, description="Agent making the change.")
+    summary: str | None = Field(None, description="Hand-off summary for the next phase.")
+
+
+class HandoffCreate(_Request):
+    """One agent hands the work to another; stored as a system event."""
+
+    from_agent: str = Field(pattern=_NAME)
+    to_agent: str = Field(pattern=_NAME)
+    summary: str | None = Field(None, description="What the receiver needs to know.")
+
+
+class AgentStateUpdatePublic(_Request):
+    """Set an agent's position and/or provider session id (omitted fields are kept)."""
+
+    last_processed_seq: int | None = Field(None, ge=0)
+    provider_session_id: str | None = Field(None, max_length=255)
+
+
+class AgentResponse(_Request):
+    """An agent answered: its reply (stored, authored by it), then its state moves to the end
+    of the history."""
+
+    reply: str | None = Field(None, description="The agent's answer, if it is to be stored.")
+    provider_session_id: str | None = Field(None, max_length=255)
+    execution_ms: int | None = Field(None, ge=0, description="Time the turn took.")
+
+
+class AgentStatePublic(BaseModel):
+    """Where an agent stands in a session (seed 004)."""
+
+    agent: str
+    last_processed_seq: int
+    provider_session_id: str | None
+    execution_ms: int
+    turns: int
+    updated_at: datetime | None
+
+    @classmethod
+    def from_domain(cls, state: AgentState) -> AgentStatePublic:
+        return cls(
+            agent=state.agent, last_processed_seq=state.last_processed_seq,
+            provider_session_id=state.provider_session_id, execution_ms=state.execution_ms,
+            turns=state.turns, updated_at=state.updated_at,
+        )  # fmt: skip
+
+
+class SummaryPublic(BaseModel):
+    """A stored summary checkpoint."""
+
+    covers_to_seq: int = Field(description="It summarizes the messages up to this seq.")
+    text: str
+    tokens: int
+    method: str
+    created_at: datetime
+
+    @classmethod
+    def from_domain(cls, checkpoint: SummaryCheckpoint) -> SummaryPublic:
+        return cls(
+            covers_to_seq=checkpoint.covers_to_seq, text=checkpoint.text,
+            tokens=checkpoint.tokens, method=checkpoint.method, created_at=checkpoint.created_at,
+        )  # fmt: skip
+
+
+class RecentMessagePublic(BaseModel):
+    role: str
+    text: str
+    timestamp: str = Field(description="ISO 8601; empty when unknown.")
+
+
+class ConversationContextPublic(BaseModel):
+    """Seed 003's conversation context, plus the planner text rendered from it."""
+
+    conversation_id: str
+    message_count: int
+    is_first_message: bool
+    recent_messages: list[RecentMessagePublic]
+    referenced_entities: list[str]
+    summary: str | None
+    planner_context: str
+
+    @classmethod
+    def from_domain(cls, context: ConversationContext) -> ConversationContextPublic:
+        return cls(**context.as_dict(), planner_context=planner_context(context))

@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from turnkeeper.types import (
+    AgentState,
+    AgentStateUpdate,
     ApiKey,
     ExpiryReport,
     Message,
@@ -28,6 +30,7 @@ from turnkeeper.types import (
     SessionPatch,
     SessionStats,
     SessionStatus,
+    SummaryCheckpoint,
 )
 
 
@@ -147,6 +150,44 @@ class Store(Protocol):
         """How many messages have `seq < before_seq` (all of them when None), via the index."""
         ...
 
+    # -- agent states (seed 004) ------------------------------------------------------------
+
+    def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
+        """The agent's state in the session; None if it never had one (it has processed
+        nothing). A missing session also gives None."""
+        ...
+
+    def list_agent_states(self, session_id: str) -> list[AgentState]:
+        """Every agent's state in the session, ordered by agent name."""
+        ...
+
+    def update_agent_state(
+        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
+    ) -> AgentState:
+        """Create or change the agent's state atomically: fields given as None are kept (a new
+        state starts at 0 / None), `add_execution_ms` and `add_turns` are added. Bumps the
+        session's `version` (not `updated_at`). Raises `SessionNotFound`."""
+        ...
+
+    # -- summary checkpoints ----------------------------------------------------------------
+
+    def latest_summary(
+        self, session_id: str, *, upto_seq: int | None = None
+    ) -> SummaryCheckpoint | None:
+        """The checkpoint with the highest `covers_to_seq` (at most `upto_seq`), or None."""
+        ...
+
+    def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
+        """Every checkpoint of the session, by `covers_to_seq`."""
+        ...
+
+    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
+        """Store a checkpoint unless one covering the same seq exists; returns the stored one
+        (the first writer wins, so concurrent builders agree). Storing bumps the session's
+        `version`. `reset_session` deletes the checkpoints and moves every agent back to 0.
+        Raises `SessionNotFound`."""
+        ...
+
     # -- lifecycle and statistics -----------------------------------------------------------
 
     def expire_sessions(
@@ -199,4 +240,14 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections. The store is unusable afterwards."""
+        ...
+
+    # -- undo (the OpenAI Agents SDK's `Session.pop_item`) --------------------------------
+
+    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
+        """Delete the message with the highest seq and return it (None if there is none).
+
+        Totals are recomputed and the next append reuses the freed seq, as after
+        `reset_session`; summary checkpoints covering it are dropped and agent positions past
+        it move back. Works whatever the session's status. Raises `SessionNotFound`."""
         ...

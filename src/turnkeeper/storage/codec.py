@@ -36,8 +36,14 @@ def dump_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def load_json(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
+def load_json(value: Any) -> Any:
+    """Decode a JSON column (text on SQLite; PostgreSQL's driver may have decoded it already).
+    The empty object, by far the most common value, skips the parser."""
+    if value is None or not isinstance(value, str):
+        return value
+    if value == "{}":
+        return {}
+    return json.loads(value)
 
 
 def encode_cursor(updated_at: str, session_id: str) -> str:

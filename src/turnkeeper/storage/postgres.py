@@ -37,6 +37,8 @@ from turnkeeper.storage import sql
 from turnkeeper.storage.postgres_schema import LATEST_VERSION, MIGRATION_LOCK, MIGRATIONS
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.types import (
+    AgentState,
+    AgentStateUpdate,
     ApiKey,
     ExpiryReport,
     Message,
@@ -45,6 +47,7 @@ from turnkeeper.types import (
     Session,
     SessionPatch,
     SessionStatus,
+    SummaryCheckpoint,
 )
 
 try:
@@ -316,6 +319,8 @@ class PostgresStore(sql.SQLReads):
             self._locked_session(cur, session_id)
             keep = sql.KEEP_SYSTEM_MESSAGE if keep_system_message else ""
             self._run(cur, sql.RESET_MESSAGES + keep, (session_id,))
+            self._run(cur, sql.RESET_SUMMARIES, (session_id,))
+            self._run(cur, sql.RESET_AGENT_POSITIONS, (session_id,))
             return self._returning_session(cur, sql.RECOMPUTE_TOTALS, (now, session_id))
 
     def delete_session(self, session_id: str) -> None:
@@ -350,6 +355,37 @@ class PostgresStore(sql.SQLReads):
                 )
                 self._run(cur, sql.ADD_TOTALS, plan.totals_params(session_id, now, POSTGRES))
         return plan.result
+
+    # -- agent states and summary checkpoints -----------------------------------------------
+
+    def _bump_version(self, cur: Cursor, session_id: str) -> None:
+        """Lock the session row (queueing behind appends to it) and move its version."""
+        if not self._run(cur, sql.BUMP_VERSION, (session_id,)).rowcount:
+            raise SessionNotFound(session_id)
+
+    def update_agent_state(
+        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
+    ) -> AgentState:
+        with self._tx() as cur:
+            self._bump_version(cur, session_id)
+            params = sql.agent_state_params(session_id, agent, update, now, POSTGRES)
+            row = self._run(cur, sql.UPSERT_AGENT_STATE, params).fetchone()
+        assert row is not None
+        return sql.agent_state_from_row(row, POSTGRES)
+
+    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
+        key = (checkpoint.session_id, checkpoint.covers_to_seq)
+        with self._tx() as cur:
+            # Locking the row first serializes concurrent savers of one session, so the loser
+            # of a race sees the winner's checkpoint rather than an error.
+            self._locked_session(cur, checkpoint.session_id)
+            if self._run(
+                cur, sql.INSERT_SUMMARY, sql.summary_params(checkpoint, POSTGRES)
+            ).rowcount:
+                self._bump_version(cur, checkpoint.session_id)
+            row = self._run(cur, sql.SELECT_SUMMARY, key).fetchone()
+        assert row is not None
+        return sql.summary_from_row(row, POSTGRES)
 
     # -- lifecycle and statistics -----------------------------------------------------------
 
@@ -406,3 +442,15 @@ class PostgresStore(sql.SQLReads):
         if row is None:
             raise NotFound(f"API key {key_id!r} not found")
         return sql.api_key_from_row(row, POSTGRES)
+
+    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
+        with self._tx() as cur:
+            self._locked_session(cur, session_id)
+            row = self._run(cur, sql.DELETE_LAST_MESSAGE, (session_id, session_id)).fetchone()
+            if row is None:
+                return None
+            deleted = sql.message_from_row(row, POSTGRES)
+            for query, params in sql.forget_from_seq(session_id, deleted.seq):
+                self._run(cur, query, params)
+            self._returning_session(cur, sql.RECOMPUTE_TOTALS, (now, session_id))
+        return deleted

@@ -97,6 +97,31 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX api_keys_by_project ON api_keys (project, created_at)",
         ),
     ),
+    Migration(
+        3,
+        "agent states and summary checkpoints",
+        (
+            """CREATE TABLE agent_states (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                agent TEXT NOT NULL,
+                last_processed_seq INTEGER NOT NULL DEFAULT 0,
+                provider_session_id TEXT,
+                execution_ms BIGINT NOT NULL DEFAULT 0,
+                turns INTEGER NOT NULL DEFAULT 0,
+                updated_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (session_id, agent)
+            )""",
+            """CREATE TABLE summaries (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                covers_to_seq INTEGER NOT NULL,
+                text TEXT NOT NULL,
+                tokens INTEGER NOT NULL,
+                method TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (session_id, covers_to_seq)
+            )""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -12,6 +12,7 @@ JSON as text; PostgreSQL has `timestamptz` and `jsonb`, which the driver convert
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +21,8 @@ from typing import Any, Protocol
 from turnkeeper.errors import Conflict, SeqConflict, SessionExpired, SessionNotFound
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts, to_ts_or_none
 from turnkeeper.types import (
+    AgentState,
+    AgentStateUpdate,
     ApiKey,
     Message,
     MessageDraft,
@@ -31,6 +34,7 @@ from turnkeeper.types import (
     SessionFilter,
     SessionStats,
     SessionStatus,
+    SummaryCheckpoint,
     Usage,
 )
 
@@ -146,6 +150,82 @@ REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?"
     f" RETURNING {API_KEY_COLUMNS}"
 )
+
+
+# -- agent states and summary checkpoints (both bump the session's version when they change) --
+
+BUMP_VERSION = "UPDATE sessions SET version = version + 1 WHERE id = ?"
+"""Run first in a write that changes a session's derived data: it locks the session row (so
+the write queues behind appends) and moves the version every cache key carries."""
+AGENT_STATE_COLUMNS = (
+    "session_id, agent, last_processed_seq, provider_session_id, execution_ms, turns, updated_at"
+)
+UPSERT_AGENT_STATE = (
+    f"INSERT INTO agent_states ({AGENT_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (session_id, agent) DO UPDATE SET"
+    " last_processed_seq = coalesce(CAST(? AS INTEGER), agent_states.last_processed_seq),"
+    " provider_session_id = coalesce(CAST(? AS TEXT), agent_states.provider_session_id),"
+    " execution_ms = agent_states.execution_ms + excluded.execution_ms,"
+    " turns = agent_states.turns + excluded.turns, updated_at = excluded.updated_at"
+    f" RETURNING {AGENT_STATE_COLUMNS}"
+)
+SUMMARY_COLUMNS = "session_id, covers_to_seq, text, tokens, method, created_at"
+INSERT_SUMMARY = (
+    f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (session_id, covers_to_seq) DO NOTHING"
+)
+SELECT_SUMMARY = (
+    f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? AND covers_to_seq = ?"
+)
+RESET_SUMMARIES = "DELETE FROM summaries WHERE session_id = ?"
+RESET_AGENT_POSITIONS = "UPDATE agent_states SET last_processed_seq = 0 WHERE session_id = ?"
+"""After a reset the seqs an agent had processed are gone (seq restarts from what is left)."""
+
+
+def agent_state_params(
+    session_id: str, agent: str, update: AgentStateUpdate, now: datetime, d: Dialect
+) -> tuple[Any, ...]:
+    """Parameters of `UPSERT_AGENT_STATE`: the new row, then the fields to keep when None."""
+    return (
+        session_id,
+        agent,
+        update.last_processed_seq or 0,
+        update.provider_session_id,
+        update.add_execution_ms,
+        update.add_turns,
+        d.encode_ts(now),
+        update.last_processed_seq,
+        update.provider_session_id,
+    )
+
+
+def summary_params(checkpoint: SummaryCheckpoint, d: Dialect) -> tuple[Any, ...]:
+    """Parameters of `INSERT_SUMMARY`."""
+    c = checkpoint
+    return (c.session_id, c.covers_to_seq, c.text, c.tokens, c.method, d.encode_ts(c.created_at))
+
+
+def agent_state_from_row(row: Row, d: Dialect) -> AgentState:
+    return AgentState(
+        session_id=row["session_id"],
+        agent=row["agent"],
+        last_processed_seq=row["last_processed_seq"],
+        provider_session_id=row["provider_session_id"],
+        execution_ms=int(row["execution_ms"]),
+        turns=row["turns"],
+        updated_at=d.decode_ts(row["updated_at"]),
+    )
+
+
+def summary_from_row(row: Row, d: Dialect) -> SummaryCheckpoint:
+    return SummaryCheckpoint(
+        session_id=row["session_id"],
+        covers_to_seq=row["covers_to_seq"],
+        text=row["text"],
+        tokens=row["tokens"],
+        method=row["method"],
+        created_at=d.decode_ts(row["created_at"]),
+    )
 
 
 def placeholders(count: int) -> str:
@@ -310,6 +390,10 @@ def update_session_query(
 # -- queries built from arguments -------------------------------------------------------------
 
 
+SEARCHED = ("key", "subject", "title")
+"""The columns `SessionFilter.search` looks in."""
+
+
 def list_sessions_query(
     where: SessionFilter, limit: int, cursor: str | None, d: Dialect
 ) -> tuple[str, list[Any]]:
@@ -323,10 +407,16 @@ def list_sessions_query(
         ("kind", where.kind),
         ("key", where.key),
         ("status", where.status.value if where.status else None),
+        ("phase", where.phase),
     ):
         if value is not None:
             clauses.append(f"{column} = ?")
             params.append(value)
+    if where.search:
+        # LOWER on both sides: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", where.search.lower()) + "%"
+        clauses.append("(" + " OR ".join(f"LOWER({c}) LIKE ? ESCAPE '\\'" for c in SEARCHED) + ")")
+        params.extend([pattern] * len(SEARCHED))
     if where.updated_since is not None:
         clauses.append("updated_at >= ?")
         params.append(d.encode_ts(where.updated_since))
@@ -606,3 +696,55 @@ class SQLReads:
         where, params = ("WHERE project = ?", (project,)) if project is not None else ("", ())
         query = f"SELECT {API_KEY_COLUMNS} FROM api_keys {where} ORDER BY created_at, id"
         return [api_key_from_row(row, self.dialect) for row in self._read(query, params)]
+
+    def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
+        rows = self._read(
+            f"SELECT {AGENT_STATE_COLUMNS} FROM agent_states WHERE session_id = ? AND agent = ?",
+            (session_id, agent),
+        )
+        return agent_state_from_row(rows[0], self.dialect) if rows else None
+
+    def list_agent_states(self, session_id: str) -> list[AgentState]:
+        query = (
+            f"SELECT {AGENT_STATE_COLUMNS} FROM agent_states WHERE session_id = ? ORDER BY agent"
+        )
+        return [agent_state_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
+
+    def latest_summary(
+        self, session_id: str, *, upto_seq: int | None = None
+    ) -> SummaryCheckpoint | None:
+        query = f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if upto_seq is not None:
+            query += " AND covers_to_seq <= ?"
+            params.append(upto_seq)
+        rows = self._read(query + " ORDER BY covers_to_seq DESC LIMIT 1", params)
+        return summary_from_row(rows[0], self.dialect) if rows else None
+
+    def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
+        query = (
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY covers_to_seq"
+        )
+        return [summary_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
+
+
+# -- delete_last_message ------------------------------------------------------------------------
+
+DELETE_LAST_MESSAGE = (
+    "DELETE FROM messages WHERE session_id = ? AND seq ="
+    " (SELECT max(seq) FROM messages WHERE session_id = ?)"
+    f" RETURNING {MESSAGE_COLUMNS}"
+)
+
+
+def forget_from_seq(session_id: str, seq: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements (and their parameters) that let go of what points at a deleted seq:
+    summary checkpoints covering it, and agents' positions at or past it."""
+    return [
+        ("DELETE FROM summaries WHERE session_id = ? AND covers_to_seq >= ?", (session_id, seq)),
+        (
+            "UPDATE agent_states SET last_processed_seq = ?"
+            " WHERE session_id = ? AND last_processed_seq >= ?",
+            (seq - 1, session_id, seq),
+        ),
+    ]

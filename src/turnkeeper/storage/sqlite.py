@@ -23,6 +23,8 @@ from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.storage.sqlite_schema import LATEST_VERSION, MIGRATIONS
 from turnkeeper.types import (
+    AgentState,
+    AgentStateUpdate,
     ApiKey,
     ExpiryReport,
     Message,
@@ -31,6 +33,7 @@ from turnkeeper.types import (
     Session,
     SessionPatch,
     SessionStatus,
+    SummaryCheckpoint,
 )
 
 
@@ -223,6 +226,8 @@ class SQLiteStore(sql.SQLReads):
             self._session_row(tx, session_id)
             keep = sql.KEEP_SYSTEM_MESSAGE if keep_system_message else ""
             tx.execute(sql.RESET_MESSAGES + keep, (session_id,))
+            tx.execute(sql.RESET_SUMMARIES, (session_id,))
+            tx.execute(sql.RESET_AGENT_POSITIONS, (session_id,))
             return self._returning_session(tx, sql.RECOMPUTE_TOTALS, (to_ts(now), session_id))
 
     def delete_session(self, session_id: str) -> None:
@@ -257,6 +262,30 @@ class SQLiteStore(sql.SQLReads):
                 )
                 tx.execute(sql.ADD_TOTALS, plan.totals_params(session_id, now, SQLITE))
         return plan.result
+
+    # -- agent states and summary checkpoints -----------------------------------------------
+
+    def _bump_version(self, tx: sqlite3.Connection, session_id: str) -> None:
+        if not tx.execute(sql.BUMP_VERSION, (session_id,)).rowcount:
+            raise SessionNotFound(session_id)
+
+    def update_agent_state(
+        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
+    ) -> AgentState:
+        with self._write() as tx:
+            self._bump_version(tx, session_id)
+            params = sql.agent_state_params(session_id, agent, update, now, SQLITE)
+            row = tx.execute(sql.UPSERT_AGENT_STATE, params).fetchone()
+        return sql.agent_state_from_row(row, SQLITE)
+
+    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
+        key = (checkpoint.session_id, checkpoint.covers_to_seq)
+        with self._write() as tx:
+            self._session_row(tx, checkpoint.session_id)
+            if tx.execute(sql.INSERT_SUMMARY, sql.summary_params(checkpoint, SQLITE)).rowcount:
+                self._bump_version(tx, checkpoint.session_id)
+            row = tx.execute(sql.SELECT_SUMMARY, key).fetchone()
+        return sql.summary_from_row(row, SQLITE)
 
     # -- lifecycle and statistics -----------------------------------------------------------
 
@@ -315,3 +344,15 @@ class SQLiteStore(sql.SQLReads):
         if row is None:
             raise NotFound(f"API key {key_id!r} not found")
         return sql.api_key_from_row(row, SQLITE)
+
+    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
+        with self._write() as tx:
+            self._session_row(tx, session_id)
+            row = tx.execute(sql.DELETE_LAST_MESSAGE, (session_id, session_id)).fetchone()
+            if row is None:
+                return None
+            deleted = sql.message_from_row(row, SQLITE)
+            for query, params in sql.forget_from_seq(session_id, deleted.seq):
+                tx.execute(query, params)
+            self._returning_session(tx, sql.RECOMPUTE_TOTALS, (to_ts(now), session_id))
+        return deleted

@@ -48,11 +48,23 @@ def build_context(
         bool | None, Query(description="Default: false for recent, else true.")
     ] = None,
     format: WindowFormat = "openai",
+    agent: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$",
+            description="Build this agent's perspective (seed 004).",
+        ),
+    ] = None,
+    trigger: Annotated[
+        int | None, Query(gt=0, description="Seq of the message to answer (default: newest).")
+    ] = None,
 ) -> ContextResponse:
-    """Build the window for the next turn under a token budget (nothing stored changes)."""
+    """Build the window for the next turn under a token budget (nothing stored changes).
+    With `agent`, the window is that agent's perspective of the conversation."""
     window = tk.context(
         session, strategy=strategy, max_tokens=max_tokens, reserved_tokens=reserved_tokens,
         keep_recent=keep_recent, model=model, include_internal=include_internal, project=scope,
+        agent=agent, trigger=trigger,
     )  # fmt: skip
     system, messages = _shaped(window, format)
     report = ContextReportPublic.from_domain(window.report)

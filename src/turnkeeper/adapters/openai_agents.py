@@ -1,0 +1,215 @@
+"""The OpenAI Agents SDK's `Session` on turnkeeper: `Runner.run(agent, …, session=…)` keeps its
+memory in a turnkeeper session, next to every other conversation and with its audit trail.
+
+Rule: one SDK item is one turnkeeper message. The message is what a person reading the history
+(or turnkeeper's context builder) expects — user/assistant/system text, a function call as an
+assistant tool call, its output as a tool message, reasoning and hosted-tool items as internal
+assistant notes — and its metadata holds the item's JSON text exactly as the SDK's own
+`SQLiteSession` stores it (`json.dumps`), so the SDK gets back the very item it stored, keys in
+the same order. Messages that other writers appended to the same session (without that
+metadata) are offered to the SDK as the equivalent items.
+
+Behaviour matches `SQLiteSession` call for call (tested side by side): `get_items(limit)` is the
+latest `limit` items in chronological order (`limit=0` none, a negative limit all, `None` the
+`session_settings.limit`), `pop_item` removes and returns the newest item, `clear_session`
+empties the session. The session is created on the first `add_items`; one that has expired
+holds no items (seed 000's rule: an expired conversation starts afresh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from turnkeeper.adapters import MissingExtra
+from turnkeeper.adapters._common import content_text, live_session
+from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
+
+try:
+    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtra("the OpenAI Agents SDK (openai-agents)", "openai-agents") from exc
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+
+    from turnkeeper.service import Turnkeeper
+
+__all__ = ["ITEM_KEY", "TurnkeeperSession", "item_to_message", "message_to_items"]
+
+ITEM_KEY = "openai_agents_item"
+"""Metadata key holding the SDK item's JSON text."""
+
+_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM}
+_ROLES["developer"] = Role.SYSTEM  # the Responses API's name for system instructions
+
+
+class TurnkeeperSession:
+    """An OpenAI Agents SDK `Session` whose `session_id` is a turnkeeper session key.
+
+    `project` is the turnkeeper project the key lives in (default: the configured one);
+    `session_options` are passed to `get_or_create_session` when the session is first made
+    (`subject`, `kind`, `title`, `metadata`, `ttl`…).
+
+    With `strategy` (and `max_tokens`, `model` as for `Turnkeeper.context`), `get_items` hands
+    the agent only what that turnkeeper context strategy keeps — the SDK would otherwise send
+    the whole history every turn — with a summary or truncation marker as a system item where
+    the strategy puts one. The store keeps everything; `limit` then applies to what is kept.
+    """
+
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        tk: Turnkeeper,
+        *,
+        project: str | None = None,
+        session_settings: SessionSettings | None = None,
+        strategy: StrategyName | str | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+        **session_options: Any,
+    ) -> None:
+        self.session_id = session_id
+        self.tk = tk
+        self.project = project
+        self.session_settings = session_settings
+        self.strategy = strategy
+        self.max_tokens = max_tokens
+        self.model = model
+        self._options = session_options
+
+    # -- the Session protocol ---------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The latest `limit` items (all with None and no default limit), oldest first."""
+        wanted = resolve_session_limit(limit, self.session_settings)
+        return await asyncio.to_thread(self._get_items, wanted)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append the items, in order and atomically, creating the session if needed."""
+        if items:
+            await asyncio.to_thread(self._add_items, items)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove the newest item and return it (None when there is none)."""
+        return await asyncio.to_thread(self._pop_item)
+
+    async def clear_session(self) -> None:
+        """Forget every item (the turnkeeper session stays, empty)."""
+        await asyncio.to_thread(self._clear)
+
+    # -- the work, on a worker thread (turnkeeper's API is synchronous) -----------------------
+
+    def _live(self) -> Session | None:
+        return live_session(self.tk, self.session_id, self.project)
+
+    def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
+        session = self._live()
+        if session is None or limit == 0:
+            return []
+        if self.strategy is not None:
+            kept = self._trimmed(session)
+            return kept if limit is None or limit < 0 else kept[-limit:]
+        if limit is None or limit < 0:
+            return _items(self.tk.history(session))
+        newest = self.tk.history(session, newest_first=True, limit=limit)
+        return _items(reversed(newest))[-limit:]
+
+    def _trimmed(self, session: Session) -> list[TResponseInputItem]:
+        """The items of what the context strategy keeps, in the window's order."""
+        window = self.tk.context(
+            session, strategy=self.strategy, max_tokens=self.max_tokens, model=self.model
+        )
+        stored = {message.id: message for message in self.tk.history(session)}
+        items: list[Any] = []
+        for entry in window.messages:
+            if entry.message_id in stored:
+                items.extend(message_to_items(stored[entry.message_id]))
+            else:  # a summary or a marker of what was left out
+                items.append({"role": entry.role.value, "content": entry.content})
+        return items
+
+    def _add_items(self, items: list[TResponseInputItem]) -> None:
+        session, _ = self.tk.get_or_create_session(
+            self.session_id, project=self.project, **self._options
+        )
+        self.tk.append_many(session, [item_to_message(item) for item in items])
+
+    def _pop_item(self) -> TResponseInputItem | None:
+        session = self._live()
+        if session is None:
+            return None
+        deleted = self.tk.store.delete_last_message(session.id, now=datetime.now(UTC))
+        return None if deleted is None else message_to_items(deleted)[-1]
+
+    def _clear(self) -> None:
+        session = self._live()
+        if session is not None:
+            self.tk.reset_session(session)
+
+
+def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
+    return [item for message in messages for item in message_to_items(message)]
+
+
+def item_to_message(item: TResponseInputItem) -> NewMessage:
+    """The turnkeeper message that stores `item`: readable, and carrying the item exactly."""
+    raw: dict[str, Any] = dict(item)
+    metadata = {ITEM_KEY: json.dumps(item)}
+    kind = raw.get("type", "message")
+    role = raw.get("role")
+    if kind == "message" and role in _ROLES:
+        text = content_text(raw.get("content")) or f"[empty {role} message]"
+        return NewMessage(role=_ROLES[role], content=text, metadata=metadata)
+    if kind in ("function_call", "custom_tool_call") and raw.get("call_id"):
+        call = {
+            "id": raw["call_id"],
+            "type": "function",
+            "function": {"name": raw.get("name", ""), "arguments": _arguments(raw)},
+        }
+        return NewMessage(role=Role.ASSISTANT, tool_calls=[call], metadata=metadata)
+    if kind in ("function_call_output", "custom_tool_call_output") and raw.get("call_id"):
+        output = content_text(raw.get("output"))
+        return NewMessage(
+            role=Role.TOOL, content=output, tool_call_id=raw["call_id"], metadata=metadata
+        )
+    # Reasoning, hosted tools (web/file search, computer, MCP…), references: the model needs
+    # them back, a reader of the conversation does not.
+    note = content_text(raw.get("summary")) or kind
+    return NewMessage(role=Role.ASSISTANT, content=f"[{note}]", internal=True, metadata=metadata)
+
+
+def message_to_items(message: Message) -> list[TResponseInputItem]:
+    """The SDK items a stored message stands for: the stored item itself when it carries one,
+    else the equivalent of a message another turnkeeper writer appended."""
+    stored = message.metadata.get(ITEM_KEY)
+    if isinstance(stored, str):
+        return [json.loads(stored)]
+    if message.role is Role.TOOL:
+        call_id = message.tool_call_id or ""
+        return [{"type": "function_call_output", "call_id": call_id, "output": message.content}]
+    items: list[Any] = []
+    if message.content or not message.tool_calls:
+        items.append({"role": message.role.value, "content": message.content})
+    items.extend(_function_call(call) for call in message.tool_calls or ())
+    return items
+
+
+def _function_call(call: JSONObject) -> dict[str, Any]:
+    function = call.get("function") or {}
+    return {
+        "type": "function_call",
+        "call_id": call["id"],
+        "name": function.get("name", ""),
+        "arguments": function.get("arguments", ""),
+    }
+
+
+def _arguments(raw: dict[str, Any]) -> str:
+    value = raw.get("arguments", raw.get("input", ""))
+    return value if isinstance(value, str) else json.dumps(value)

@@ -1,0 +1,112 @@
+"""`turnkeeper agents …` (seed 004's multi-agent conversations), `summaries` and
+`conversation-context` (seed 003): thin commands over the service."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from turnkeeper.cli.app import DbOption, JsonOption, ProjectOption, SessionArg, app, open_ctx
+from turnkeeper.context.conversation import planner_context
+from turnkeeper.types import Phase
+
+agents = typer.Typer(
+    help="Agents of multi-agent conversations: phases, hand-offs, per-agent state.",
+    no_args_is_help=True,
+)
+app.add_typer(agents, name="agents")
+
+AgentArg = Annotated[str, typer.Argument(metavar="AGENT", help="The agent's name.")]
+SummaryOption = Annotated[
+    str | None, typer.Option("--summary", metavar="TEXT", help="Hand-off summary.")
+]
+
+
+@agents.command("list")
+def list_agents(
+    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:  # fmt: skip
+    """Every agent's state in the session: last seq processed, provider session, time."""
+    with open_ctx(db, json_output) as ctx:
+        ctx.out.agent_states(ctx.tk.agent_states(session, project=project))
+
+
+@agents.command("responded")
+def responded(
+    session: SessionArg,
+    agent: AgentArg,
+    reply: Annotated[
+        str | None, typer.Option("--reply", metavar="TEXT", help="The answer, to store.")
+    ] = None,
+    provider_session_id: Annotated[
+        str | None,
+        typer.Option("--provider-session", metavar="ID", help="The provider's session id."),
+    ] = None,
+    execution_ms: Annotated[
+        int | None, typer.Option("--execution-ms", metavar="MS", help="Time the turn took.")
+    ] = None,
+    project: ProjectOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Record that AGENT answered: store its reply and move it to the end of the history."""
+    with open_ctx(db, json_output) as ctx:
+        state = ctx.tk.agent_responded(
+            session, agent, reply, provider_session_id=provider_session_id,
+            execution_ms=execution_ms, project=project,
+        )  # fmt: skip
+        ctx.out.agent_states([state])
+
+
+@agents.command("phase")
+def phase(
+    session: SessionArg,
+    new_phase: Annotated[Phase, typer.Argument(metavar="PHASE", help="The new phase.")],
+    by: Annotated[str | None, typer.Option("--by", metavar="AGENT", help="Who moves it.")] = None,
+    summary: SummaryOption = None,
+    project: ProjectOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Move the session to PHASE, recording the transition in the history."""
+    with open_ctx(db, json_output) as ctx:
+        event = ctx.tk.set_phase(session, new_phase, by=by, summary=summary, project=project)
+        ctx.out.appended(event)
+
+
+@agents.command("handoff")
+def handoff(
+    session: SessionArg,
+    from_agent: Annotated[str, typer.Argument(metavar="FROM", help="Agent handing over.")],
+    to_agent: Annotated[str, typer.Argument(metavar="TO", help="Agent taking over.")],
+    summary: SummaryOption = None,
+    project: ProjectOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Record that FROM hands the work to TO (with a summary), in the history."""
+    with open_ctx(db, json_output) as ctx:
+        ctx.out.appended(ctx.tk.handoff(session, from_agent, to_agent, summary, project=project))
+
+
+@app.command("summaries")
+def summaries(
+    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:  # fmt: skip
+    """The session's stored summary checkpoints (rolling summaries of older messages)."""
+    with open_ctx(db, json_output) as ctx:
+        ctx.out.summaries(ctx.tk.summaries(session, project=project))
+
+
+@app.command("conversation-context")
+def conversation_context(
+    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:  # fmt: skip
+    """Seed 003's conversation context; prints the planner text (--json: the whole object)."""
+    with open_ctx(db, json_output) as ctx:
+        found = ctx.tk.conversation_context(session, project=project)
+        ctx.out.conversation_context(found, planner_context(found))

@@ -1,0 +1,81 @@
+"""`turnkeeper import`: bring conversations in from turnkeeper's JSONL and the seeds' own stores.
+
+Every source works the same way (see `turnkeeper.importers.base`): a dry run that counts what
+would be imported, a progress callback per session, idempotence (ids are derived from the
+source, so a second run adds nothing), and malformed records reported as `file:line: problem`
+while everything else is imported.
+
+- `jsonl` — turnkeeper's own export (`turnkeeper.jsonl`);
+- `dagent` — seed 002's session files (`turnkeeper.importers.dagent`);
+- `conversation-contexts` — seed 000's PostgreSQL table (`turnkeeper.importers.conversation_contexts`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from turnkeeper.errors import InvalidInput
+from turnkeeper.importers.base import Batch, ImportReport, run_import
+from turnkeeper.types import Session
+from turnkeeper.validation import check_name
+
+if TYPE_CHECKING:
+    from turnkeeper.service import Turnkeeper
+
+__all__ = ["ImportReport", "SourceKind", "detect", "import_from"]
+
+
+class SourceKind(enum.StrEnum):
+    """Where an import reads from."""
+
+    JSONL = "jsonl"
+    DAGENT = "dagent"
+    CONVERSATION_CONTEXTS = "conversation-contexts"
+
+
+def detect(path: Path) -> SourceKind:
+    """Guess a file's source when it is obvious: a directory or a `.json` file is dagent's,
+    anything else is taken as turnkeeper JSONL (whose errors then say what is wrong)."""
+    if path.is_dir() or path.suffix == ".json":
+        return SourceKind.DAGENT
+    return SourceKind.JSONL
+
+
+def import_from(
+    tk: Turnkeeper,
+    kind: SourceKind,
+    location: str | Path,
+    *,
+    project: str | None = None,
+    dry_run: bool = False,
+    progress: Callable[[Session], None] | None = None,
+) -> ImportReport:
+    """Import from `location` (a file or directory, or for `conversation-contexts` a database
+    URL). `project` is where dagent's sessions go (default: the configured one); the other
+    sources carry their own projects."""
+    report = ImportReport()
+    batches: Iterator[Batch]
+    if kind is SourceKind.CONVERSATION_CONTEXTS:
+        from turnkeeper.importers import conversation_contexts
+
+        batches = conversation_contexts.read_batches(tk, str(location), report)
+    elif kind is SourceKind.DAGENT:
+        from turnkeeper.importers import dagent
+
+        home = check_name("project", project) or tk.settings.default_project
+        batches = dagent.read_batches(tk, _existing(location), report, home)
+    else:
+        from turnkeeper import jsonl
+
+        batches = jsonl.read_batches(_existing(location), report)
+    return run_import(tk.store, batches, report, dry_run=dry_run, progress=progress)
+
+
+def _existing(location: str | Path) -> Path:
+    path = Path(location)
+    if not path.exists():
+        raise InvalidInput("file", f"{path} does not exist")
+    return path

@@ -1,0 +1,195 @@
+"""What every importer shares: batches of one session each, and the loop that stores them.
+
+A source (turnkeeper's JSONL, seed 002's dagent files, seed 000's `conversation_contexts` table)
+only turns its own records into `Batch`es — a finished `Session` with its `Message`s — and
+reports what it cannot read as `where: problem` in `ImportReport.errors`, where `where` is the
+file and line (or table row) of the offending record. `run_import` does the rest the same way for
+all of them: dry run, progress, and idempotence (ids are deterministic, and a message whose id
+is already stored is skipped), so running an import twice adds nothing the second time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
+from turnkeeper.storage.base import Store
+from turnkeeper.types import JSONObject, Message, NewMessage, Session, SessionStatus
+
+if TYPE_CHECKING:
+    from turnkeeper.service import Turnkeeper
+
+NAMESPACE = uuid.UUID("5d0c6f1e-7b8a-4c1e-9a57-2f4b7e0c9d31")
+"""uuid5 namespace of every id an importer derives, so ids are the same on every run."""
+
+
+def derived_id(*parts: str) -> str:
+    """A deterministic UUID from source identities: the same source record, the same id."""
+    return str(uuid.uuid5(NAMESPACE, "\x1f".join(parts)))
+
+
+@dataclass
+class ImportReport:
+    """What an import did (or, in a dry run, would do). `errors` name file and line."""
+
+    sessions_seen: int = 0
+    sessions_created: int = 0
+    messages_seen: int = 0
+    messages_added: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Batch:
+    """One session and its messages, as the source has them.
+
+    `origin` names where the session came from (`file:line`), for errors about the whole batch.
+    With `exact_seqs` (turnkeeper's own export) the seqs are the exported ones and are kept;
+    otherwise they are positions the importer chose, and messages new to an already imported
+    session are numbered after what is stored — so a source that grew since the last run adds
+    just its new messages at the end.
+    """
+
+    session: Session
+    origin: str
+    messages: list[Message] = field(default_factory=list)
+    exact_seqs: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SourceMessage:
+    """A message read from a source, before validation and token counting.
+
+    `identity` is what makes it unique in its session at the source (its own id, or else its
+    content and time): the stored id is derived from it, which is what makes re-runs idempotent.
+    """
+
+    where: str
+    identity: str
+    message: NewMessage
+    created_at: datetime
+
+
+def build_batch(
+    tk: Turnkeeper,
+    session: Session,
+    origin: str,
+    messages: Iterable[SourceMessage],
+    report: ImportReport,
+) -> Batch:
+    """Validate and count each message the way `append` would; a bad one is reported by its
+    `where` and left out, the others are kept."""
+    stored: list[Message] = []
+    occurrences: dict[str, int] = {}
+    for source in messages:
+        try:
+            draft = tk.draft(source.message)
+        except InvalidInput as exc:
+            report.errors.append(f"{source.where}: {exc}")
+            continue
+        seen = occurrences.get(source.identity, 0)
+        occurrences[source.identity] = seen + 1
+        fields = {f.name: getattr(draft, f.name) for f in dataclasses.fields(draft)}
+        fields |= {"id": derived_id(session.id, source.identity, str(seen))}
+        fields |= {"created_at": source.created_at}  # the source's time, not the clock's
+        stored.append(Message(session_id=session.id, seq=len(stored) + 1, **fields))
+        report.messages_seen += 1
+    report.sessions_seen += 1
+    return Batch(session, origin, stored, exact_seqs=False)
+
+
+def new_session(
+    *,
+    id: str,
+    project: str,
+    created_at: datetime,
+    updated_at: datetime,
+    key: str | None = None,
+    subject: str | None = None,
+    kind: str | None = None,
+    status: SessionStatus = SessionStatus.ACTIVE,
+    expires_at: datetime | None = None,
+    metadata: JSONObject | None = None,
+) -> Session:
+    """A session record for `build_batch`; the store recomputes its totals from the messages."""
+    return Session(
+        id=id,
+        project=project,
+        status=status,
+        created_at=created_at,
+        updated_at=updated_at,
+        key=key,
+        subject=subject,
+        kind=kind,
+        expires_at=expires_at,
+        metadata=dict(metadata or {}),
+    )
+
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def parse_time(value: Any, name: str = "timestamp") -> datetime:
+    """An ISO 8601 time as the seeds write them (JavaScript's `toISOString`, Go's RFC 3339
+    with nanoseconds). A time without a zone is taken as UTC."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(_FRACTION.sub(r"\1", value))
+        except ValueError:
+            raise ValueError(f"{name} {value!r} is not an ISO 8601 time") from None
+    else:
+        raise ValueError(f"{name} must be an ISO 8601 time, not {value!r}")
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def run_import(
+    store: Store,
+    batches: Iterable[Batch],
+    report: ImportReport,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[Session], None] | None = None,
+) -> ImportReport:
+    """Store each batch (or, with `dry_run`, count what would be stored). A batch the store
+    refuses (a key held by another live session, say) is reported by its origin and the
+    import goes on."""
+    for batch in batches:
+        try:
+            existing: Session | None = store.get_session(batch.session.id)
+        except SessionNotFound:
+            existing = None
+        session, messages = batch.session, batch.messages
+        if existing is not None and (dry_run or not batch.exact_seqs):
+            known = {m.id for m in store.read_messages(existing.id)}
+            messages = [m for m in messages if m.id not in known]
+            if not batch.exact_seqs:
+                messages = _after(existing, messages)
+                session = dataclasses.replace(session, version=existing.version + 1)
+        if dry_run:
+            report.sessions_created += existing is None
+            report.messages_added += len(messages)
+        else:
+            try:
+                report.messages_added += store.import_session(session, messages)
+            except TurnkeeperError as exc:
+                report.errors.append(f"{batch.origin}: {exc}")
+                continue
+            report.sessions_created += existing is None
+        if progress is not None:
+            progress(session)
+    return report
+
+
+def _after(existing: Session, messages: list[Message]) -> list[Message]:
+    return [
+        dataclasses.replace(message, seq=existing.last_seq + index)
+        for index, message in enumerate(messages, start=1)
+    ]

@@ -1,0 +1,344 @@
+"""The UI's pages and actions. Each view parses the request, calls the core once or twice and
+renders a template: no logic of its own, and never the REST API or its handlers.
+
+Pages are plain GETs and actions plain form POSTs answered with a redirect (POST/redirect/GET),
+so every button works without script; `static/app.js` adds confirmations, the streamed chat
+reply and the live transcript on top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import parse_qsl, quote
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import RedirectResponse, StreamingResponse
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import BaseModel, Field
+
+from turnkeeper.config import Settings
+from turnkeeper.errors import Forbidden, InvalidInput, TurnkeeperError, Unauthenticated
+from turnkeeper.llm import delta_text
+from turnkeeper.server.auth import Caller, authenticate
+from turnkeeper.server.deps import TK, AppSettings, SessionRef, Turns
+from turnkeeper.server.problems import status_for
+from turnkeeper.server.streaming import event_stream, sse
+from turnkeeper.server.ui import auth
+from turnkeeper.server.ui.render import page
+from turnkeeper.service import Turnkeeper
+from turnkeeper.turns import TurnStream
+from turnkeeper.types import ContextWindow, NewMessage, Role, Session, SessionStatus, StrategyName
+
+PAGE_SIZE = 25
+TRANSCRIPT_LIMIT = 500
+"""The newest messages a session page shows (the audit trail stays complete in the store)."""
+
+NOTICES = {
+    "deleted": "The session was deleted.",
+    "reset": "The history was cleared.",
+    "archived": "The session was archived: still readable, no longer live.",
+    "added": "Message added.",
+}
+
+
+class UIRoute(APIRoute):
+    """A route whose core errors become an HTML page (or, for a script's fetch, plain text)
+    instead of the API's problem JSON: a person reads these."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                if request.method == "POST" and cross_site(request):
+                    raise Forbidden("this form was sent from another site")
+                return await handler(request)
+            except TurnkeeperError as exc:
+                status = status_for(exc)
+                if "text/html" not in request.headers.get("accept", ""):
+                    return Response(str(exc), status_code=status, media_type="text/plain")
+                return page("error.html", status, request=request, status=status, error=exc)
+
+        return handle
+
+
+def cross_site(request: Request) -> bool:
+    """True for a request another site's page made the browser send. The SameSite cookie
+    already stops those when auth is on; with `--no-auth` there is no cookie, and a plain
+    form POST needs no CORS preflight, so the UI's actions check where they come from."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site not in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    return origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}"
+
+
+router = APIRouter(include_in_schema=False, route_class=UIRoute)
+UICaller = Annotated[Caller, Depends(auth.ui_caller)]
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An url-encoded form body (the UI's forms send nothing else, so no multipart parser)."""
+    return dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
+
+
+Form = Annotated[dict[str, str], Depends(_form)]
+
+
+def _number(field: str, value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidInput(field, f"must be a whole number, got {value!r}") from None
+
+
+def _back(session: Session, notice: str | None = None) -> RedirectResponse:
+    url = f"/sessions/{quote(session.id)}"
+    return RedirectResponse(url + (f"?notice={notice}" if notice else ""), status_code=303)
+
+
+def model_configured(settings: Settings) -> bool:
+    """True when the operator pointed the chat at a model: a key, or a base URL of their own
+    (a local server such as Ollama needs no key)."""
+    default_url = Settings.model_fields["llm_base_url"].default
+    return settings.llm_api_key is not None or settings.llm_base_url != default_url
+
+
+# -- login --------------------------------------------------------------------------------------
+
+
+@router.get("/login")
+def login_page(request: Request, settings: AppSettings) -> Response:
+    if not settings.auth:
+        return RedirectResponse("/", status_code=303)
+    return page("login.html", request=request, error=None)
+
+
+@router.post("/login")
+def log_in(request: Request, form: Form) -> Response:
+    """Check the key exactly as an API request would be checked, then keep it in the cookie."""
+    token = form.get("key", "").strip()
+    try:
+        authenticate(request, HTTPAuthorizationCredentials(scheme="Bearer", credentials=token))
+    except Unauthenticated:
+        return page("login.html", 401, request=request, error="That API key was not accepted.")
+    response = RedirectResponse("/", status_code=303)
+    auth.remember(response, token, secure=request.url.scheme == "https")
+    return response
+
+
+@router.post("/logout")
+def log_out() -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    auth.forget(response)
+    return response
+
+
+# -- sessions list ------------------------------------------------------------------------------
+
+
+@router.get("/")
+def sessions_page(
+    request: Request,
+    tk: TK,
+    caller: UICaller,
+    q: str = "",
+    project: str = "",
+    kind: str = "",
+    status: str = "",
+    phase: str = "",
+    cursor: str | None = None,
+    notice: str | None = None,
+) -> Response:
+    """Sessions, most recent activity first, filtered and searched, a page at a time."""
+    listing = tk.list_sessions(
+        project=caller.scope(project or None), search=q or None, kind=kind or None,
+        status=status or None, phase=phase or None, limit=PAGE_SIZE, cursor=cursor,
+    )  # fmt: skip
+    projects = [stats.project for stats in tk.project_stats()] if caller.admin else []
+    filters = {"q": q, "project": project, "kind": kind, "status": status, "phase": phase}
+    return page(
+        "sessions.html", request=request, caller=caller, sessions=listing.items,
+        next_cursor=listing.next_cursor, first_page=cursor is None, filters=filters,
+        projects=projects, statuses=list(SessionStatus), notice=NOTICES.get(notice or ""),
+    )  # fmt: skip
+
+
+# -- one session --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """A context build asked for on the session page: the window, or why there is none."""
+
+    strategy: str
+    max_tokens: str
+    model: str
+    keep_recent: str
+    window: ContextWindow | None = None
+    error: str | None = None
+
+    def fate(self, seq: int) -> str | None:
+        """What the model gets of stored message `seq`: "kept", "summarized" (folded into a
+        summary) or "dropped" (not sent at all, whether or not the build even loaded it)."""
+        if self.window is None:
+            return None
+        if seq in self.window.report.summarized_seqs:
+            return "summarized"
+        sent = any(message.seq == seq for message in self.window.messages)
+        return "kept" if sent else "dropped"
+
+    @property
+    def percent(self) -> float:
+        if self.window is None:
+            return 0.0
+        report = self.window.report
+        return min(100.0, 100.0 * report.tokens_used / max(report.budget, 1))
+
+
+def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview) -> Preview:
+    """Build the window the model would get (nothing stored changes). A bad budget or an
+    expired session is shown in the preview panel, not as an error page."""
+    # Multi-agent hook: when `Turnkeeper.context` takes `agent=`, add an `agent` field to
+    # `Preview` and the form, and pass it here (the signature has no `agent` yet).
+    try:
+        window = tk.context(
+            session, strategy=asked.strategy, model=asked.model or None, project=scope,
+            max_tokens=_number("budget", asked.max_tokens),
+            keep_recent=_number("keep_recent", asked.keep_recent),
+        )  # fmt: skip
+    except TurnkeeperError as exc:
+        return dataclasses.replace(asked, error=str(exc))
+    return dataclasses.replace(asked, window=window)
+
+
+@router.get("/sessions/{ref}")
+def session_page(
+    request: Request,
+    ref: SessionRef,
+    tk: TK,
+    settings: AppSettings,
+    caller: UICaller,
+    internal: bool = False,
+    strategy: str = "",
+    max_tokens: str = "",
+    model: str = "",
+    keep_recent: str = "",
+    notice: str | None = None,
+) -> Response:
+    """The transcript, the statistics, the actions, the chat box and (when asked) a preview
+    of the context window."""
+    scope = caller.scope(None)
+    session = tk.get_session(ref, project=scope)
+    newest = tk.history(
+        session, include_internal=internal, newest_first=True, limit=TRANSCRIPT_LIMIT
+    )
+    preview = None
+    if strategy:
+        asked = Preview(strategy, max_tokens, model, keep_recent)
+        preview = _preview(tk, session, scope, asked)
+    return page(
+        "session.html", request=request, caller=caller, session=session,
+        stats=tk.session_stats(session), messages=newest[::-1], internal=internal,
+        truncated=len(newest) == TRANSCRIPT_LIMIT, preview=preview,
+        strategies=list(StrategyName), default_strategy=settings.strategy,
+        default_model=settings.llm_model or settings.model,
+        chat_ready=model_configured(settings), notice=NOTICES.get(notice or ""),
+    )  # fmt: skip
+
+
+@router.get("/sessions/{ref}/messages")
+def new_messages(
+    request: Request,
+    ref: SessionRef,
+    tk: TK,
+    caller: UICaller,
+    after_seq: int = 0,
+    internal: bool = False,
+) -> Response:
+    """The messages stored after `after_seq`, as transcript HTML, for the live page.
+    `X-Last-Seq` is where the next poll starts; `X-Reload` says the history was reset. With
+    new messages comes a fresh statistics card (`#stats`) for the page to swap in."""
+    session = tk.get_session(ref, project=caller.scope(None))
+    if session.last_seq < after_seq:
+        return Response(status_code=204, headers={"X-Reload": "1"})
+    new = tk.history(session, from_seq=after_seq + 1, include_internal=internal)
+    stats = tk.session_stats(session) if new else None  # the card is redrawn only on change
+    response = page("_messages.html", request=request, messages=new, session=session, stats=stats)
+    last = max([session.last_seq, *(message.seq for message in new)])
+    response.headers["X-Last-Seq"] = str(last)
+    return response
+
+
+@router.post("/sessions/{ref}/messages")
+def add_message(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Response:
+    """Append a message typed by hand (no model involved)."""
+    session = tk.get_session(ref, project=caller.scope(None))
+    tk.append_many(
+        session,
+        [
+            NewMessage(
+                role=form.get("role", "user"),
+                content=form.get("content", ""),
+                author=form.get("author") or None,
+                internal=form.get("internal") == "on",
+            )
+        ],
+    )
+    return _back(session)
+
+
+@router.post("/sessions/{ref}/reset")
+def reset(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Response:
+    keep = form.get("keep_system_message") == "on"
+    session = tk.reset_session(ref, keep_system_message=keep, project=caller.scope(None))
+    return _back(session, "reset")
+
+
+@router.post("/sessions/{ref}/archive")
+def archive(ref: SessionRef, tk: TK, caller: UICaller) -> Response:
+    return _back(tk.archive_session(ref, project=caller.scope(None)), "archived")
+
+
+@router.post("/sessions/{ref}/delete")
+def delete(ref: SessionRef, tk: TK, caller: UICaller) -> Response:
+    tk.delete_session(ref, project=caller.scope(None))
+    return RedirectResponse("/?notice=deleted", status_code=303)
+
+
+# -- chat ---------------------------------------------------------------------------------------
+
+
+class ChatTurnBody(BaseModel):
+    """What the chat box sends."""
+
+    content: str = Field(min_length=1, max_length=1_000_000)
+
+
+def _reply_events(stream: TurnStream) -> Iterator[str]:
+    """The reply as it arrives (`delta`), then `done` once it is stored, or `error`."""
+    try:
+        for chunk in stream:
+            if text := delta_text(chunk):
+                yield sse({"content": text}, "delta")
+    except TurnkeeperError as exc:
+        yield sse({"detail": str(exc)}, "error")
+        return
+    finally:
+        stream.close()
+    yield sse({"seq": stream.reply.seq if stream.reply else None}, "done")
+
+
+@router.post("/sessions/{ref}/chat")
+def chat(ref: SessionRef, body: ChatTurnBody, turns: Turns, caller: UICaller) -> StreamingResponse:
+    """One chat turn through the core (`ChatTurns`): the user's message is stored first, the
+    reply streams back and is stored once complete. The page's poll then shows both."""
+    session = turns.tk.get_session(ref, project=caller.scope(None))
+    prepared = turns.prepare(session, [NewMessage(role=Role.USER, content=body.content)])
+    return event_stream(_reply_events(turns.stream(prepared)))

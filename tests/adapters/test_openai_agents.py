@@ -1,0 +1,233 @@
+"""`TurnkeeperSession` is an OpenAI Agents SDK `Session`: items come back exactly, it answers
+every call as the SDK's own `SQLiteSession` does, and `Runner.run` keeps memory across runs."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib
+import json
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, Runner, SQLiteSession, set_tracing_disabled
+from agents.memory import Session, SessionSettings
+from openai import AsyncOpenAI
+
+from tests.conftest import Clock
+from tests.server.live import LiveServer
+from tests.server.upstream import Upstream, make_app
+from turnkeeper.adapters import MissingExtra, TurnkeeperSession
+from turnkeeper.service import Turnkeeper
+from turnkeeper.types import Role
+
+ITEMS: list[Any] = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "developer", "content": "Prefer metric units."},
+    {"role": "user", "content": "Größe von 🚀?"},
+    {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "What is in this picture?"},
+            {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"},
+        ],
+    },
+    {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Need the weather tool."}],
+        "encrypted_content": "gAAAA…",
+    },
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city": "Oslo"}',
+        "status": "completed",
+    },
+    {"type": "function_call_output", "call_id": "call_1", "output": '{"temp_c": -3}'},
+    {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "Oslo weather"},
+    },
+    {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "It is -3 °C in Oslo.", "annotations": []}],
+    },
+    {"type": "item_reference", "id": "msg_0"},
+]
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_every_item_type_comes_back_exactly(tk: Turnkeeper) -> None:
+    session = TurnkeeperSession("agent-1", tk)
+    run(session.add_items(copy.deepcopy(ITEMS)))
+    items = run(session.get_items())
+    assert [json.dumps(item) for item in items] == [json.dumps(item) for item in ITEMS]
+
+
+def test_the_audit_trail_reads_as_a_conversation(tk: Turnkeeper) -> None:
+    run(TurnkeeperSession("agent-1", tk).add_items(copy.deepcopy(ITEMS)))
+    history = tk.history("agent-1")
+    assert [(m.role, m.internal) for m in history] == [
+        (Role.SYSTEM, False), (Role.SYSTEM, False), (Role.USER, False), (Role.USER, False),
+        (Role.ASSISTANT, True), (Role.ASSISTANT, False), (Role.TOOL, False),
+        (Role.ASSISTANT, True), (Role.ASSISTANT, False), (Role.ASSISTANT, True),
+    ]  # fmt: skip
+    assert history[3].content == "What is in this picture?\n[input_image]"
+    assert history[4].content == "[Need the weather tool.]"
+    assert history[5].tool_calls == (
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+    )  # fmt: skip
+    assert (history[6].tool_call_id, history[6].content) == ("call_1", '{"temp_c": -3}')
+    assert history[8].content == "It is -3 °C in Oslo."
+
+
+async def _script(session: Session) -> list[Any]:
+    """One sequence of calls covering every operation and edge; returns every result."""
+    results: list[Any] = [await session.get_items(), await session.pop_item()]
+    await session.add_items(copy.deepcopy(ITEMS[:4]))
+    await session.add_items([])
+    for limit in (None, 1, 3, 0, -1, 100):
+        results.append(await session.get_items(limit))
+    results.append(await session.pop_item())
+    await session.add_items(copy.deepcopy(ITEMS[4:]))
+    results.append(await session.get_items(2))
+    for _ in range(3):
+        results.append(await session.pop_item())
+    results.append(await session.get_items())
+    await session.clear_session()
+    results += [await session.get_items(), await session.pop_item()]
+    await session.add_items(copy.deepcopy(ITEMS[-2:]))
+    results.append(await session.get_items())
+    return [json.dumps(result) for result in results]
+
+
+def test_it_answers_every_call_as_the_sdks_sqlite_session_does(
+    tk: Turnkeeper, tmp_path: Path
+) -> None:
+    reference = SQLiteSession("agent-1", tmp_path / "sdk.db")
+    try:
+        expected = run(_script(reference))
+    finally:
+        reference.close()
+    assert run(_script(TurnkeeperSession("agent-1", tk))) == expected
+
+
+def test_session_settings_limit_applies_when_no_limit_is_given(
+    tk: Turnkeeper, tmp_path: Path
+) -> None:
+    settings = SessionSettings(limit=2)
+    ours = TurnkeeperSession("agent-1", tk, session_settings=settings)
+    reference = SQLiteSession("agent-1", tmp_path / "sdk.db", session_settings=settings)
+    for session in (ours, reference):
+        run(session.add_items(copy.deepcopy(ITEMS)))
+    assert run(ours.get_items()) == run(reference.get_items()) == ITEMS[-2:]
+    assert run(ours.get_items(3)) == ITEMS[-3:]
+    reference.close()
+
+
+def test_it_is_a_session_in_its_project_with_the_options_given(tk: Turnkeeper) -> None:
+    session = TurnkeeperSession("agent-1", tk, project="bots", kind="agent", title="Weather")
+    assert isinstance(session, Session)
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    stored = tk.get_session("agent-1", project="bots")
+    assert (stored.kind, stored.title, stored.message_count) == ("agent", "Weather", 1)
+
+
+def test_messages_other_writers_appended_are_offered_as_items(tk: Turnkeeper) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    session, _ = tk.get_or_create_session("shared")
+    tk.append(session, "user", "hello")
+    tk.append(session, "assistant", "", tool_calls=[call])
+    tk.append(session, "tool", "42", tool_call_id="c1")
+    assert run(TurnkeeperSession("shared", tk).get_items()) == [
+        {"role": "user", "content": "hello"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+    ]
+
+
+def test_an_expired_session_holds_no_items_and_a_new_one_takes_the_key(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    session = TurnkeeperSession("agent-1", tk, ttl=timedelta(hours=1))
+    run(session.add_items([{"role": "user", "content": "old"}]))
+    clock.advance(timedelta(hours=2))
+    assert run(session.get_items()) == [] and run(session.pop_item()) is None
+    run(session.add_items([{"role": "user", "content": "new"}]))
+    assert run(session.get_items()) == [{"role": "user", "content": "new"}]
+
+
+@pytest.fixture
+def model_server() -> Iterator[tuple[Upstream, str]]:
+    """The recording OpenAI-compatible model on loopback (shared with the HTTP tests)."""
+    state = Upstream()
+    with LiveServer(make_app(state)) as live:
+        yield state, live.url
+
+
+def test_runner_keeps_memory_across_runs(
+    tk: Turnkeeper, model_server: tuple[Upstream, str]
+) -> None:
+    upstream, url = model_server
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="test-key")
+    agent = Agent(
+        name="Assistant",
+        instructions="Answer briefly.",
+        model=OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client),
+    )
+
+    async def two_runs() -> tuple[Any, Any]:  # one loop: the client's connections live in it
+        first = await Runner.run(agent, "My name is Ada.", session=TurnkeeperSession("chat-1", tk))
+        again = TurnkeeperSession("chat-1", tk)  # a fresh object: the memory is in turnkeeper
+        return first, await Runner.run(agent, "What is my name?", session=again)
+
+    first, second = run(two_runs())
+    sent = [(m["role"], m["content"]) for m in upstream.requests[1]["messages"]]
+    assert sent == [
+        ("system", "Answer briefly."),
+        ("user", "My name is Ada."),
+        ("assistant", first.final_output),
+        ("user", "What is my name?"),
+    ]
+    assert second.final_output == "reply 2 to: What is my name?"
+    assert [m.role for m in tk.history("chat-1")] == [Role.USER, Role.ASSISTANT] * 2
+
+
+def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "agents", None)
+    monkeypatch.setitem(sys.modules, "agents.memory.session_settings", None)
+    monkeypatch.delitem(sys.modules, "turnkeeper.adapters.openai_agents")
+    with pytest.raises(MissingExtra, match=r"pip install 'turnkeeper\[openai-agents\]'"):
+        importlib.import_module("turnkeeper.adapters.openai_agents")
+
+
+def test_a_context_strategy_trims_what_the_agent_is_given_but_not_the_store(
+    tk: Turnkeeper,
+) -> None:
+    items = [{"role": "user", "content": f"message {n}: " + "word " * 40} for n in range(20)]
+    session = TurnkeeperSession("long", tk, strategy="sliding_window", max_tokens=300)
+    run(session.add_items(copy.deepcopy(items)))
+    given = run(session.get_items())
+    assert 1 < len(given) < len(items)
+    assert given[-1] == items[-1] and items[-len(given) + 1 :] == given[1:]
+    assert given[0]["role"] == "system"  # the strategy's marker of what was left out
+    assert run(session.get_items(2)) == items[-2:]
+    assert tk.get_session("long").message_count == 20

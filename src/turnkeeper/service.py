@@ -622,6 +622,9 @@ class Turnkeeper:
             session.id,
             messages_in_store=session.message_count,
             include_internal=include_internal,
+            page_size=StoreHistory.page_size_for(
+                budget, session.stored_tokens / max(1, session.message_count)
+            ),
         )
         builder = ContextBuilder(
             counter_for(encoding_for_model(model_name, default=self.encoding)),

@@ -65,7 +65,7 @@ class StoreHistory:
         self._session_id = session_id
         self._count = messages_in_store
         self._include_internal = include_internal
-        self._page_size = page_size
+        self._page_size = max(1, page_size)
         self._loaded: dict[int, Message] = {}
         self._tail_floor: int | None = None  # every message from here to the newest is loaded
 
@@ -88,22 +88,32 @@ class StoreHistory:
         )
         return self._remember(first)[0] if first else None
 
+    @staticmethod
+    def page_size_for(budget: int, average_tokens: float) -> int:
+        """A first page just larger than what `budget` holds at the session's average message
+        size, so a window is usually read in one query without reading much it won't use."""
+        if average_tokens <= 0:
+            return 128
+        return min(1000, max(16, int(budget / average_tokens * 1.05) + 4))
+
     def newest_first(self) -> Iterator[Message]:
         upper: int | None = None
+        size = self._page_size
         while True:
             page = self._store.read_messages(
                 self._session_id,
                 to_seq=upper,
                 include_internal=self._include_internal,
                 newest_first=True,
-                limit=self._page_size,
+                limit=size,
             )
             for message in self._remember(page):
                 self._tail_floor = message.seq
                 yield message
-            if len(page) < self._page_size:
+            if len(page) < size:
                 return
             upper = page[-1].seq - 1
+            size = max(16, self._page_size // 4)  # past the estimate: the rest is usually small
 
     def chronological(self) -> list[Message]:
         return self._remember(

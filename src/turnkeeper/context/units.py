@@ -61,6 +61,9 @@ def group_newest_first(messages: Iterable[ContextMessage]) -> Iterator[Unit]:
         if message.role is Role.TOOL:
             waiting.append((position, message))
             continue
+        if not waiting:  # the common case: a plain message is a unit of its own
+            yield Unit((message,))
+            continue
         calls = call_ids(message)
         answers = [(at, result) for at, result in waiting if result.tool_call_id in calls]
         answered = {at for at, _ in answers}

@@ -152,6 +152,11 @@ class SQLiteStore(sql.SQLReads):
         self._local = threading.local()
 
     def meta(self, name: str, default: str) -> str:
+        # Read first: opening a store happens per process or request, and a write
+        # transaction there would cost a commit (an fsync) every time.
+        rows = self._read("SELECT value FROM meta WHERE name = ?", (name,))
+        if rows:
+            return str(rows[0][0])
         with self._write() as tx:
             tx.execute("INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (name, default))
             (value,) = tx.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()

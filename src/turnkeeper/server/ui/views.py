@@ -181,6 +181,7 @@ class Preview:
     max_tokens: str
     model: str
     keep_recent: str
+    agent: str = ""
     window: ContextWindow | None = None
     error: str | None = None
 
@@ -205,11 +206,10 @@ class Preview:
 def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview) -> Preview:
     """Build the window the model would get (nothing stored changes). A bad budget or an
     expired session is shown in the preview panel, not as an error page."""
-    # Multi-agent hook: when `Turnkeeper.context` takes `agent=`, add an `agent` field to
-    # `Preview` and the form, and pass it here (the signature has no `agent` yet).
     try:
         window = tk.context(
             session, strategy=asked.strategy, model=asked.model or None, project=scope,
+            agent=asked.agent or None,
             max_tokens=_number("budget", asked.max_tokens),
             keep_recent=_number("keep_recent", asked.keep_recent),
         )  # fmt: skip
@@ -230,10 +230,11 @@ def session_page(
     max_tokens: str = "",
     model: str = "",
     keep_recent: str = "",
+    agent: str = "",
     notice: str | None = None,
 ) -> Response:
     """The transcript, the statistics, the actions, the chat box and (when asked) a preview
-    of the context window."""
+    of the context window (from one agent's perspective when `agent` is given)."""
     scope = caller.scope(None)
     session = tk.get_session(ref, project=scope)
     newest = tk.history(
@@ -241,7 +242,7 @@ def session_page(
     )
     preview = None
     if strategy:
-        asked = Preview(strategy, max_tokens, model, keep_recent)
+        asked = Preview(strategy, max_tokens, model, keep_recent, agent)
         preview = _preview(tk, session, scope, asked)
     return page(
         "session.html", request=request, caller=caller, session=session,
@@ -250,6 +251,8 @@ def session_page(
         strategies=list(StrategyName), default_strategy=settings.strategy,
         default_model=settings.llm_model or settings.model,
         chat_ready=model_configured(settings), notice=NOTICES.get(notice or ""),
+        agents=sorted({state.agent for state in tk.agent_states(session, project=scope)}
+                      | {m.author for m in newest if m.author and m.role == "assistant"}),
     )  # fmt: skip
 
 

@@ -15,6 +15,12 @@ import hashlib
 PREFIX = "tk"
 
 
+def _bound(value: int | None) -> str:
+    """An optional number in a key: "-" for None, so that "no bound" never shares a key with
+    a bound of 0 (a pager asking for `to_seq=0` must not get the unbounded page back)."""
+    return "-" if value is None else str(value)
+
+
 def namespace(store_url: str) -> str:
     """A short, stable name for one database (the URL carries host, database and schema)."""
     return hashlib.sha256(store_url.encode()).hexdigest()[:16]
@@ -33,8 +39,8 @@ def messages(
 ) -> str:
     """A page of messages (`read_messages` with these arguments)."""
     what = (
-        f"msgs:{from_seq or ''}-{to_seq or ''}:{int(include_internal)}:{int(newest_first)}"
-        f":{limit or ''}"
+        f"msgs:{_bound(from_seq)}:{_bound(to_seq)}:{int(include_internal)}:{int(newest_first)}"
+        f":{_bound(limit)}"
     )
     return f"{PREFIX}:{ns}:{session_id}:{version}:{what}"
 
@@ -43,7 +49,9 @@ def count(
     ns: str, session_id: str, version: int, *, before_seq: int | None, include_internal: bool
 ) -> str:
     """A message count (`count_messages`)."""
-    return f"{PREFIX}:{ns}:{session_id}:{version}:count:{before_seq or ''}:{int(include_internal)}"
+    return (
+        f"{PREFIX}:{ns}:{session_id}:{version}:count:{_bound(before_seq)}:{int(include_internal)}"
+    )
 
 
 def stats(ns: str, session_id: str, version: int) -> str:
@@ -53,4 +61,4 @@ def stats(ns: str, session_id: str, version: int) -> str:
 
 def summary(ns: str, session_id: str, version: int, *, upto_seq: int | None) -> str:
     """The latest summary checkpoint covering at most `upto_seq` (`latest_summary`)."""
-    return f"{PREFIX}:{ns}:{session_id}:{version}:summary:{upto_seq or ''}"
+    return f"{PREFIX}:{ns}:{session_id}:{version}:summary:{_bound(upto_seq)}"

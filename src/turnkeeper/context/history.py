@@ -110,8 +110,8 @@ class StoreHistory:
             for message in self._remember(page):
                 self._tail_floor = message.seq
                 yield message
-            if len(page) < size:
-                return
+            if len(page) < size or page[-1].seq <= 1:
+                return  # seqs start at 1: nothing older exists
             upper = page[-1].seq - 1
             size = max(16, self._page_size // 4)  # past the estimate: the rest is usually small
 

@@ -1,0 +1,57 @@
+"""`turnkeeper.open()` as a user runs it, on every backend: the default configuration, cache on.
+
+`opened` is what a new user gets: SQLite with the default in-process cache, PostgreSQL with the
+same, and PostgreSQL with Redis in front, all built by `turnkeeper.open` from a URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import turnkeeper
+from tests.conftest import postgres_schema
+from turnkeeper.service import Turnkeeper
+
+BACKENDS = ["sqlite", "postgres", "postgres+redis"]
+
+Opener = Callable[..., AbstractContextManager[Turnkeeper]]
+
+
+@pytest.fixture(params=BACKENDS)
+def open_tk(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    """Opens a fresh, empty Turnkeeper on this backend each time it is entered (settings may be
+    overridden by name, as with `turnkeeper.open`)."""
+    backend = request.param
+    servers: dict[str, str] = {}
+    if backend != "sqlite":
+        servers["postgres"] = request.getfixturevalue("postgres_server")
+    if backend == "postgres+redis":
+        servers["redis"] = request.getfixturevalue("redis_server")
+    counter = iter(range(1_000_000))
+
+    @contextmanager
+    def opener(**overrides: Any) -> Iterator[Turnkeeper]:
+        with ExitStack() as stack:
+            if backend == "sqlite":
+                url = f"sqlite:///{tmp_path / f'tk{next(counter)}.db'}"
+            else:
+                url = stack.enter_context(postgres_schema(servers["postgres"]))
+            if "redis" in servers:
+                overrides.setdefault("redis_url", servers["redis"])
+            tk = turnkeeper.open(url, **overrides)
+            stack.callback(tk.close)
+            yield tk
+
+    return opener
+
+
+@pytest.fixture
+def opened(open_tk: Opener) -> Iterator[Turnkeeper]:
+    """A fresh Turnkeeper from `turnkeeper.open` on each backend, default configuration."""
+    with open_tk() as tk:
+        yield tk

@@ -1,0 +1,68 @@
+"""The ten ways the window promise broke through the public API (issue "Trust the window").
+
+Each test drives `turnkeeper.open()` with its default configuration on every backend, the way a
+new user would, and failed before its fix.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from turnkeeper.cache import keys
+from turnkeeper.errors import ContextBudgetExceeded
+from turnkeeper.service import Turnkeeper
+from turnkeeper.types import NewMessage
+
+
+def words(i: int, n: int = 25) -> str:
+    return f"turn {i}: " + " ".join(f"word{j}" for j in range(n))
+
+
+def chat(tk: Turnkeeper, turns: int, *, system: str | None = "You are a travel agent.") -> str:
+    session = tk.create_session()
+    if system is not None:
+        tk.append(session, "system", system)
+    tk.append_many(
+        session,
+        [NewMessage("user" if i % 2 == 0 else "assistant", words(i)) for i in range(turns)],
+    )
+    return session.id
+
+
+# -- 1, 2: a page key that confused "to seq 0" with "no bound" -------------------------------
+
+
+def test_cache_keys_tell_a_bound_of_zero_from_no_bound() -> None:
+    def page(to_seq: int | None) -> str:
+        return keys.messages(
+            "ns", "s", 1, from_seq=None, to_seq=to_seq, include_internal=True,
+            newest_first=True, limit=16,
+        )  # fmt: skip
+
+    assert page(0) != page(None)
+    assert keys.count("ns", "s", 1, before_seq=0, include_internal=True) != keys.count(
+        "ns", "s", 1, before_seq=None, include_internal=True
+    )
+    assert keys.summary("ns", "s", 1, upto_seq=0) != keys.summary("ns", "s", 1, upto_seq=None)
+
+
+def test_a_full_build_that_cannot_fit_fails_instead_of_paging_forever(opened: Turnkeeper) -> None:
+    session_id = chat(opened, 16, system=None)
+    with pytest.raises(ContextBudgetExceeded):
+        opened.context(session_id, strategy="full", max_tokens=300)
+
+
+def test_a_small_window_after_a_full_read_is_not_served_empty(opened: Turnkeeper) -> None:
+    # A `full` read pages newest first: 32 messages, then pages of 16 down to seq 1, then one
+    # more page "to seq 0", which is empty. Under the old key that empty page was cached as
+    # "no bound, 16 messages": the first page of the next build sized 16.
+    session_id = chat(opened, 47)
+    session = opened.get_session(session_id)
+    average = session.stored_tokens / session.message_count
+    with pytest.raises(ContextBudgetExceeded):
+        opened.context(session_id, strategy="full", max_tokens=int(27 * average))
+    window = opened.context(session_id, strategy="sliding_window", max_tokens=int(10 * average))
+    assert window.messages[-1].content == words(46)
+    assert window.report.messages_included >= 2
+    assert window.report.messages_dropped == 48 - window.report.messages_included
+    assert window.messages[1].kind == "marker"

@@ -208,12 +208,15 @@ def check_window(case: Case, window: ContextWindow, counter: TokenCounter) -> No
         if entry.kind in ("message", "pending") and calls_of(entry):
             expected = results_following(sequence, position[entry.message_id])
             assert ids_in_window[i + 1 : i + 1 + len(expected)] == expected
-    # (4) at most one note, at the top (after the head, if any)
+    # (4) at most one note, at the top: right after the session's opening message when the
+    # window starts with it (always, when that message is a system message), else first
     notes = [i for i, m in enumerate(entries) if m.kind in ("marker", "summary")]
     assert len(notes) <= 1
     if notes:
-        head = entries[0]
-        assert notes[0] == 0 or (notes[0] == 1 and head.seq == case.history[0].seq)
+        opening = case.history[0]
+        if opening.role is Role.SYSTEM and opening.seq in stored_seqs:
+            assert entries[0].seq == opening.seq
+        assert notes[0] == (1 if entries[0].seq == opening.seq else 0)
         assert entries[notes[0]].role is Role.SYSTEM
     # (5) within budget, as recounted here
     assert report.tokens_used <= case.budget

@@ -66,3 +66,18 @@ def test_a_small_window_after_a_full_read_is_not_served_empty(opened: Turnkeeper
     assert window.report.messages_included >= 2
     assert window.report.messages_dropped == 48 - window.report.messages_included
     assert window.messages[1].kind == "marker"
+
+
+# -- 6: the marker follows the system message under every strategy ----------------------------
+
+
+@pytest.mark.parametrize("strategy", ["full", "recent"])
+def test_the_marker_follows_the_system_message(opened: Turnkeeper, strategy: str) -> None:
+    session = opened.create_session()
+    opened.append(session, "system", "You are a travel agent.")
+    opened.append(session, "tool", "a result nobody asked for", tool_call_id="ghost")
+    opened.append(session, "user", "Where to?")
+    opened.append(session, "assistant", "Lisbon.")
+    window = opened.context(session, strategy=strategy, keep_recent=10, include_internal=True)
+    assert [m.kind for m in window.messages] == ["message", "marker", "message", "message"]
+    assert window.messages[0].content == "You are a travel agent."

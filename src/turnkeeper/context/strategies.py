@@ -186,6 +186,20 @@ def _everything(
     return plan
 
 
+def _note_after_system(plan: _Plan, turns: Turns) -> None:
+    """Put the note right after the session's system message when the window opens with it.
+
+    Strategies without a head (`full`, `recent`) keep the system message as an ordinary unit;
+    a note must still follow it, never precede it, so that unit becomes the head.
+    """
+    if plan.head is not None or plan.note is None or not plan.older:
+        return
+    oldest = plan.older[-1].messages
+    if len(oldest) == 1 and _is_system(oldest[0]) and turns.opens(oldest[0]):
+        plan.older.pop()
+        plan.head = oldest[0]
+
+
 def _is_system(message: ContextMessage | None) -> bool:
     return message is not None and message.role is Role.SYSTEM
 
@@ -206,6 +220,7 @@ class Full:
         plan = _everything(turns, trigger, list(older), None, self.counter)
         if plan.tokens > budget:
             raise ContextBudgetExceeded("the full history", plan.tokens, budget)
+        _note_after_system(plan, turns)
         return plan.selection(turns.loaded())
 
 
@@ -238,6 +253,7 @@ class Tail:
         _take_tail(plan, older, budget, limit=self.limit)
         plan.total = turns.total()
         _fit_marker(plan, budget, self.marker, self.counter)
+        _note_after_system(plan, turns)
         return plan.selection(turns.loaded())
 
 

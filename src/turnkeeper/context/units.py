@@ -128,6 +128,10 @@ class Turns:
         self._loaded[first.seq] = first
         return self._render(first)
 
+    def opens(self, message: ContextMessage) -> bool:
+        """True when `message` is the oldest stored message of the history."""
+        return message.seq is not None and self._history.count_before(message.seq) == 0
+
     def _seq_of_newest(self) -> int | None:
         return None if self._newest is None else self._newest.seq
 

@@ -10,7 +10,13 @@ from datetime import timedelta
 import pytest
 
 from tests.conftest import Clock
-from turnkeeper.errors import Conflict, SeqConflict, SessionExpired, SessionNotFound
+from turnkeeper.errors import (
+    Conflict,
+    InvalidInput,
+    SeqConflict,
+    SessionExpired,
+    SessionNotFound,
+)
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import (
     AgentStateUpdate,
@@ -256,9 +262,34 @@ def test_tokens_are_counted_once_at_write_time(tk: Turnkeeper) -> None:
 def test_appending_the_same_id_twice_stores_it_once(tk: Turnkeeper) -> None:
     session = tk.create_session()
     first = tk.append(session, "user", "hi", id="msg-1")
-    again = tk.append(session, "user", "a different text", id="msg-1")
+    again = tk.append(session, "user", "hi", id="msg-1")
     assert again == first
     assert tk.get_session(session.id).message_count == 1
+
+
+def test_a_reused_id_with_different_content_is_a_conflict_naming_it(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    tk.append(session, "user", "hi", id="msg-1")
+    for change in (
+        {"content": "a different text"},
+        {"role": "assistant"},
+        {"author": "alice"},
+        {"internal": True},
+        {"metadata": {"k": 1}},
+    ):
+        fields = {"role": "user", "content": "hi", **change}
+        with pytest.raises(Conflict, match="'msg-1'"):
+            tk.append(session, id="msg-1", **fields)  # type: ignore[arg-type]
+    assert [m.content for m in tk.history(session)] == ["hi"]
+
+
+def test_one_id_twice_in_a_batch_is_refused_and_nothing_is_stored(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    batch = [NewMessage("user", "q", id="m-1"), NewMessage("user", "q", id="m-1")]
+    with pytest.raises(InvalidInput) as info:
+        tk.append_many(session, batch)
+    assert info.value.field == "messages[1].id" and "m-1" in info.value.problem
+    assert tk.history(session) == []
 
 
 def test_retry_of_a_batch_is_idempotent_even_with_expected_last_seq(tk: Turnkeeper) -> None:
@@ -269,21 +300,25 @@ def test_retry_of_a_batch_is_idempotent_even_with_expected_last_seq(tk: Turnkeep
     assert tk.get_session(session.id).message_count == 2
 
 
-def test_a_message_id_cannot_move_to_another_session(tk: Turnkeeper) -> None:
-    a, b = tk.create_session(), tk.create_session()
-    tk.append(a, "user", "hi", id="only-here")
-    with pytest.raises(Conflict, match="another session"):
-        tk.append(b, "user", "hi", id="only-here")
+def test_message_ids_are_scoped_to_their_session(tk: Turnkeeper) -> None:
+    # Another tenant's session can neither observe an id (no conflict) nor claim it first.
+    a = tk.create_session(project="tenant-a")
+    b = tk.create_session(project="tenant-b")
+    in_b = tk.append(b, "user", "b's text", id="shared-id")
+    in_a = tk.append(a, "user", "a's text", id="shared-id")
+    assert (in_a.session_id, in_a.content) == (a.id, "a's text")
+    assert (in_b.session_id, in_b.content) == (b.id, "b's text")
+    assert [m.content for m in tk.history(a)] == ["a's text"]
+    assert [m.content for m in tk.history(b)] == ["b's text"]
 
 
 def test_append_many_is_atomic(tk: Turnkeeper) -> None:
     session = tk.create_session()
     tk.append(session, "user", "before", id="taken")
-    other = tk.create_session()
     with pytest.raises(Conflict):
-        tk.append_many(other, [NewMessage("user", "fine"), NewMessage("user", "x", id="taken")])
-    assert tk.history(other) == []
-    assert tk.get_session(other.id).message_count == 0
+        tk.append_many(session, [NewMessage("user", "fine"), NewMessage("user", "x", id="taken")])
+    assert [m.content for m in tk.history(session)] == ["before"]
+    assert tk.get_session(session.id).message_count == 1
 
 
 def test_expected_last_seq_rejects_a_stale_writer(tk: Turnkeeper) -> None:

@@ -30,10 +30,11 @@ def _writer(url: str, session_id: str, writer: int, barrier: Any, out: Any) -> N
         for i in range(APPENDS):
             message_id = f"w{writer}-{i}"
             start = time.monotonic()
-            stored = tk.append(session_id, "user", f"writer {writer} message {i}", id=message_id)
+            text = f"writer {writer} message {i}"
+            stored = tk.append(session_id, "user", text, id=message_id)
             acks.append((message_id, stored.seq, start, time.monotonic()))
             if i % RETRY_EVERY == 0:  # a retry (lost reply, say) must return the stored message
-                again = tk.append(session_id, "user", "retried", id=message_id)
+                again = tk.append(session_id, "user", text, id=message_id)
                 assert again == stored, (again, stored)
     out.put(acks)
 

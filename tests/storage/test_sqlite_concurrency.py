@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,24 +20,35 @@ def _writer(url: str, session_id: str, writer: int, barrier: mp.synchronize.Barr
         barrier.wait()
         for i in range(APPENDS):
             message_id = f"w{writer}-{i}"
-            tk.append(session_id, "user", f"writer {writer} message {i}", id=message_id)
+            text = f"writer {writer} message {i}"
+            tk.append(session_id, "user", text, id=message_id)
             if i % 10 == 0:  # a retry of the same id must not store it again
-                tk.append(session_id, "user", "retry", id=message_id)
+                tk.append(session_id, "user", text, id=message_id)
 
 
-def _optimistic_writer(url: str, session_id: str, writer: int, out: mp.Queue[int]) -> None:
-    """Appends only on top of the seq it last saw; counts the conflicts it hit."""
-    conflicts = 0
+ROUNDS = 10
+OPTIMISTS = 4
+
+
+def _optimistic_writer(
+    url: str, session_id: str, writer: int, barrier: mp.synchronize.Barrier, out: mp.Queue[Any]
+) -> None:
+    """Each round: read the last seq, wait until every writer has read it too, then append on
+    top of it. Reports (round, seq seen, seq stored or None after a `SeqConflict`)."""
+    results = []
     with open_turnkeeper(url, sqlite_synchronous="NORMAL") as tk:
-        done = 0
-        while done < 20:
+        for round_ in range(ROUNDS):
             last = tk.get_session(session_id).last_seq
+            barrier.wait()  # everyone saw the same last seq: all but one must lose
             try:
-                tk.append(session_id, "assistant", f"{writer}:{done}", expected_last_seq=last)
-                done += 1
+                stored = tk.append(
+                    session_id, "assistant", f"{writer}:{round_}", expected_last_seq=last
+                )
+                results.append((round_, last, stored.seq))
             except SeqConflict:
-                conflicts += 1
-    out.put(conflicts)
+                results.append((round_, last, None))
+            barrier.wait()  # the round is over for everyone before anyone reads again
+    out.put(results)
 
 
 def _run(target: object, args_for: list[tuple[object, ...]]) -> None:
@@ -81,11 +93,16 @@ def test_expected_last_seq_lets_exactly_one_of_racing_writers_win_each_slot(
     with open_turnkeeper(url) as tk:
         session = tk.create_session()
     ctx = mp.get_context("spawn")
-    out: mp.Queue[int] = ctx.Queue()
-    _run(_optimistic_writer, [(url, session.id, w, out) for w in range(4)])
+    barrier = ctx.Barrier(OPTIMISTS)
+    out: mp.Queue[Any] = ctx.Queue()
+    _run(_optimistic_writer, [(url, session.id, w, barrier, out) for w in range(OPTIMISTS)])
+    results = [entry for _ in range(OPTIMISTS) for entry in out.get(timeout=60)]
+    for round_ in range(ROUNDS):
+        entries = [(last, seq) for r, last, seq in results if r == round_]
+        assert {last for last, _ in entries} == {round_}  # all saw the same slot
+        won = [seq for _, seq in entries if seq is not None]
+        assert won == [round_ + 1], f"round {round_}: {len(won)} writers won the slot"
     with open_turnkeeper(url) as tk:
         messages = tk.history(session.id)
-    assert [m.seq for m in messages] == list(range(1, 81))
-    assert sorted(m.content for m in messages) == sorted(
-        f"{w}:{i}" for w in range(4) for i in range(20)
-    )
+    assert [m.seq for m in messages] == list(range(1, ROUNDS + 1))
+    assert [int(m.content.split(":")[1]) for m in messages] == list(range(ROUNDS))

@@ -46,6 +46,9 @@ def test_version_1_database_upgrades_in_place_and_keeps_its_data(tmp_path: Path)
         ]
         new = tk.append(session, "assistant", "new answer", usage=Usage(5, 6))
         assert new.seq == 3 and tk.get_session("legacy").usage_output_tokens == 6
+        other = tk.create_session()  # message ids are scoped to their session since version 5
+        assert tk.append(other, "user", "elsewhere", id="m-1").session_id == other.id
+        assert [m.id for m in tk.history(session)] == ["m-1", "m-2", new.id]
     with sqlite3.connect(path) as conn:
         recorded = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
         assert [tuple(row) for row in recorded] == [(m.version, m.name) for m in MIGRATIONS]

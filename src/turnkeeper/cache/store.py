@@ -242,6 +242,9 @@ class CachedStore:
 
     # -- everything else goes to the store --------------------------------------------------
 
+    def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
+        return self.inner.find_messages(session_id, ids)
+
     def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
         return self.inner.list_summaries(session_id)
 

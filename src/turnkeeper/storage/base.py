@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from turnkeeper.errors import Conflict
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
@@ -120,13 +121,19 @@ class Store(Protocol):
     ) -> list[Message]:
         """Append `drafts` in order, atomically, giving them the next gapless seqs.
 
-        A draft whose id is already stored in this session is not stored again: the stored
-        message is returned in its place (idempotent retries). If every draft is already stored,
-        nothing is checked or written. Otherwise:
+        Message ids are scoped to their session: the same id in two sessions names two
+        messages, so no session (or tenant) can observe or claim another's ids. A draft whose
+        id is already stored in this session with the same content is not stored again: the
+        stored message is returned in its place (idempotent retries); with different content
+        it raises `Conflict` naming the id, and one id twice in `drafts` raises `InvalidInput`.
+        If every draft is already stored, nothing else is checked or written. Otherwise:
         - `expected_last_seq`, when given, must equal the session's last seq (`SeqConflict`);
-        - the session must be active (`Conflict`) and not past `expires_at` (`SessionExpired`);
-        - an id stored in another session raises `Conflict`.
+        - the session must be active (`Conflict`) and not past `expires_at` (`SessionExpired`).
         """
+        ...
+
+    def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
+        """The messages of this session with these ids, by id (unknown ids are left out)."""
         ...
 
     def read_messages(
@@ -251,3 +258,28 @@ class Store(Protocol):
         `reset_session`; summary checkpoints covering it are dropped and agent positions past
         it move back. Works whatever the session's status. Raises `SessionNotFound`."""
         ...
+
+
+def same_message(stored: Message, draft: MessageDraft) -> bool:
+    """True when `draft` says what `stored` says: a retry of it, not a different message.
+
+    Compared: everything a client sends (role, content, author, internal, tool calls, usage,
+    metadata); not what the service derives (seq, tokens, created_at)."""
+    return (
+        stored.role is draft.role
+        and stored.content == draft.content
+        and stored.author == draft.author
+        and stored.internal == draft.internal
+        and stored.tool_calls == draft.tool_calls
+        and stored.tool_call_id == draft.tool_call_id
+        and stored.usage == draft.usage
+        and dict(stored.metadata) == dict(draft.metadata)
+    )
+
+
+def check_retry(stored: Message, draft: MessageDraft) -> None:
+    """`Conflict` naming the id when `draft` reuses a stored message's id for other content."""
+    if not same_message(stored, draft):
+        raise Conflict(
+            f"message id {draft.id!r} is already stored in this session with different content"
+        )

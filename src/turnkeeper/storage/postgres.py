@@ -65,7 +65,7 @@ Cursor = psycopg.Cursor[DictRow]
 _CONSTRAINT_MEANINGS = {
     "sessions_live_key": "the key is held by another live session of the project",
     "sessions_pkey": "a session with this id already exists",
-    "messages_id_key": "a message with this id is already stored in another session",
+    "messages_session_id_id_key": "a message with this id is already stored in this session",
     "api_keys_pkey": "an API key with this id exists already",
 }
 
@@ -343,7 +343,9 @@ class PostgresStore(sql.SQLReads):
         ids = list(dict.fromkeys(draft.id for draft in drafts))
         with self._tx() as cur:
             session = self._locked_session(cur, session_id)
-            rows = self._run(cur, sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), ids)
+            rows = self._run(
+                cur, sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), [session_id, *ids]
+            )
             stored = {row["id"]: sql.message_from_row(row, POSTGRES) for row in rows}
             plan = sql.plan_append(
                 session, drafts, stored, expected_last_seq=expected_last_seq, now=now

@@ -122,6 +122,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        4,
+        "message ids scoped to their session",
+        (
+            "ALTER TABLE messages DROP CONSTRAINT messages_id_key",
+            "ALTER TABLE messages ADD CONSTRAINT messages_session_id_id_key UNIQUE (session_id, id)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

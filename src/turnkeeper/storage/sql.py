@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from turnkeeper.errors import Conflict, SeqConflict, SessionExpired, SessionNotFound
+from turnkeeper.errors import (
+    Conflict,
+    InvalidInput,
+    SeqConflict,
+    SessionExpired,
+    SessionNotFound,
+)
+from turnkeeper.storage.base import check_retry
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts, to_ts_or_none
 from turnkeeper.types import (
     AgentState,
@@ -77,7 +84,7 @@ INSERT_SESSION = (
 )
 INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 14)})"
 IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 18)})"
-SELECT_MESSAGES_BY_ID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN "
+SELECT_MESSAGES_BY_ID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id IN "  # then `placeholders(len(ids))`; message ids are scoped to their session
 FIND_BY_KEY = (
     f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ?"
     " ORDER BY status = 'active' DESC, updated_at DESC, id DESC LIMIT 1"
@@ -527,16 +534,23 @@ def plan_append(
     expected_last_seq: int | None,
     now: datetime,
 ) -> AppendPlan:
-    """Decide an append, given the locked session row and the drafts' ids already stored.
+    """Decide an append, given the locked session row and the drafts' ids stored in it.
 
-    Ids already stored in this session are returned as stored (idempotent retries), an id stored
-    in another session is a `Conflict`, and the checks on `expected_last_seq`, expiry and status
-    apply only when something new is to be written.
+    Message ids are scoped to their session. An id already stored with the same content is
+    returned as stored (an idempotent retry); with other content it is a `Conflict` naming the
+    id; one id twice in a batch is `InvalidInput`. The checks on `expected_last_seq`, expiry
+    and status apply only when something new is to be written.
     """
+    seen: set[str] = set()
+    for index, draft in enumerate(drafts):
+        if draft.id in seen:
+            raise InvalidInput(
+                f"messages[{index}].id", f"id {draft.id!r} appears twice in this batch"
+            )
+        seen.add(draft.id)
+        if draft.id in stored:
+            check_retry(stored[draft.id], draft)
     known = dict(stored)
-    for message in known.values():
-        if message.session_id != session.id:
-            raise Conflict(f"message id {message.id} is already stored in another session")
     fresh = [draft for draft in drafts if draft.id not in known]
     if fresh:
         if expected_last_seq is not None and expected_last_seq != session.last_seq:
@@ -548,8 +562,6 @@ def plan_append(
     seq = session.last_seq
     added: list[Message] = []
     for draft in fresh:
-        if draft.id in known:
-            continue  # the same id twice in one batch
         seq += 1
         known[draft.id] = Message(
             id=draft.id,
@@ -670,6 +682,12 @@ class SQLReads:
             limit=limit,
         )
         return [message_from_row(row, self.dialect) for row in self._read(query, params)]
+
+    def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
+        if not ids:
+            return {}
+        rows = self._read(SELECT_MESSAGES_BY_ID + placeholders(len(ids)), [session_id, *ids])
+        return {row["id"]: message_from_row(row, self.dialect) for row in rows}
 
     def count_messages(
         self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True

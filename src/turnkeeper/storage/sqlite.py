@@ -255,7 +255,9 @@ class SQLiteStore(sql.SQLReads):
         ids = list(dict.fromkeys(draft.id for draft in drafts))
         with self._write() as tx:
             session = self._session_row(tx, session_id)
-            rows = tx.execute(sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), ids)
+            rows = tx.execute(
+                sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), [session_id, *ids]
+            )
             stored = {row["id"]: sql.message_from_row(row, SQLITE) for row in rows}
             plan = sql.plan_append(
                 session, drafts, stored, expected_last_seq=expected_last_seq, now=now

@@ -121,6 +121,37 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        5,
+        "message ids scoped to their session",
+        (
+            # SQLite cannot drop a column's UNIQUE: the table is rebuilt with the pair instead.
+            """CREATE TABLE messages_v5 (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                id TEXT NOT NULL,
+                role TEXT NOT NULL,
+                author TEXT,
+                content TEXT NOT NULL,
+                internal INTEGER NOT NULL DEFAULT 0,
+                created_at TEXT NOT NULL,
+                tokens INTEGER NOT NULL,
+                metadata TEXT NOT NULL DEFAULT '{}',
+                usage_input_tokens INTEGER,
+                usage_output_tokens INTEGER,
+                tool_calls TEXT,
+                tool_call_id TEXT,
+                PRIMARY KEY (session_id, seq),
+                UNIQUE (session_id, id)
+            )""",
+            """INSERT INTO messages_v5 SELECT session_id, seq, id, role, author, content,
+                internal, created_at, tokens, metadata, usage_input_tokens, usage_output_tokens,
+                tool_calls, tool_call_id FROM messages""",
+            "DROP TABLE messages",
+            "ALTER TABLE messages_v5 RENAME TO messages",
+            "CREATE INDEX messages_user_facing ON messages (session_id, internal, seq)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -122,9 +122,7 @@ def problem_for_error(
     )
 
 
-def respond(
-    request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
-) -> JSONResponse:
+def respond(body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(body, status_code=body["status"], media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -132,7 +130,7 @@ def _request_id(request: Request) -> str | None:
     return getattr(request.state, "request_id", None)
 
 
-def _headers_for(status: int) -> dict[str, str] | None:
+def headers_for(status: int) -> dict[str, str] | None:
     if status == 401:
         return {"WWW-Authenticate": 'Bearer realm="turnkeeper"'}
     if status == 503:
@@ -147,7 +145,7 @@ async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
         log.warning(
             "request_failed", status=body["status"], error=type(exc).__name__, detail=str(exc)
         )
-    return respond(request, body, _headers_for(body["status"]))
+    return respond(body, headers_for(body["status"]))
 
 
 def field_name(location: Sequence[int | str]) -> str:
@@ -170,7 +168,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     body = problem(
         422, detail, instance=request.url.path, request_id=_request_id(request), errors=errors
     )
-    return respond(request, body)
+    return respond(body)
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -181,7 +179,7 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
         instance=request.url.path,
         request_id=_request_id(request),
     )
-    return respond(request, body, dict(exc.headers or {}) or _headers_for(exc.status_code))
+    return respond(body, dict(exc.headers or {}) or headers_for(exc.status_code))
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
@@ -193,7 +191,7 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         instance=request.url.path,
         request_id=_request_id(request),
     )
-    return respond(request, body)
+    return respond(body)
 
 
 def install(app: FastAPI) -> None:

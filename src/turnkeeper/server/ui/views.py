@@ -82,8 +82,13 @@ UICaller = Annotated[Caller, Depends(auth.ui_caller)]
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """An url-encoded form body (the UI's forms send nothing else, so no multipart parser)."""
-    return dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
+    """An url-encoded form body (the UI's forms send nothing else, so no multipart parser).
+    Its bytes and its %-escapes must both be UTF-8, as a browser sends them."""
+    try:
+        text = (await request.body()).decode()
+        return dict(parse_qsl(text, keep_blank_values=True, errors="strict"))
+    except UnicodeDecodeError:
+        raise InvalidInput("form", "the form is not UTF-8 text") from None
 
 
 Form = Annotated[dict[str, str], Depends(_form)]
@@ -280,7 +285,7 @@ def new_messages(
 
 
 @router.post("/sessions/{ref}/messages")
-def add_message(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Response:
+def add_message(ref: SessionRef, caller: UICaller, form: Form, tk: TK) -> Response:
     """Append a message typed by hand (no model involved)."""
     session = tk.get_session(ref, project=caller.scope(None))
     tk.append_many(
@@ -298,7 +303,7 @@ def add_message(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Respon
 
 
 @router.post("/sessions/{ref}/reset")
-def reset(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Response:
+def reset(ref: SessionRef, caller: UICaller, form: Form, tk: TK) -> Response:
     keep = form.get("keep_system_message") == "on"
     session = tk.reset_session(ref, keep_system_message=keep, project=caller.scope(None))
     return _back(session, "reset")

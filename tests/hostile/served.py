@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -25,12 +26,19 @@ def free_port() -> int:
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, stdin: bytes = b""
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes = b"",
+    cwd: Path | None = None,
+    stdout: IO[bytes] | int = subprocess.PIPE,
 ) -> subprocess.CompletedProcess[bytes]:
-    """One `turnkeeper` command in a subprocess (bytes in, bytes out)."""
+    """One `turnkeeper` command in a subprocess (bytes in, bytes out), never reading the
+    developer's own config file."""
+    environment = {**os.environ, "TURNKEEPER_CONFIG": os.devnull, **(env or {})}
     return subprocess.run(
-        [*TURNKEEPER, *args], input=stdin, capture_output=True, env=env, timeout=120, check=False
-    )
+        [*TURNKEEPER, *args], input=stdin, stdout=stdout, stderr=subprocess.PIPE,
+        env=environment, cwd=cwd, timeout=120, check=False,
+    )  # fmt: skip
 
 
 @dataclass

@@ -20,6 +20,13 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 | `BackendUnavailable`                   | 503    | with `Retry-After`; the next request retries   |
 | anything else                          | 500    | logged with its traceback, never sent          |
 
+A client is told what went wrong in its own terms; how it went wrong inside is for the logs.
+The 5xx answers of a failure inside the deployment (the database unreachable, the model
+endpoint unreachable or too slow) say so in a fixed sentence, never naming a host, port, user,
+database, URL or driver message: the probes need no API key, so anyone could read them. The
+full error is logged with the request id the client also gets. (A model endpoint that answered
+with an error of its own keeps its message: that is the model speaking, not our plumbing.)
+
 FastAPI's own request validation errors and Starlette's HTTP errors (unknown route, wrong
 method) go through the same builder, so every error a client sees has one shape.
 """
@@ -104,6 +111,22 @@ def problem(
     return body | extra
 
 
+DATABASE_UNREACHABLE = "the database is unreachable; try again shortly"
+MODEL_UNREACHABLE = "the model endpoint could not be reached or failed mid-answer"
+MODEL_TOO_SLOW = "the model endpoint did not answer in time"
+
+
+def public_detail(error: TurnkeeperError) -> str:
+    """What a client may read of `error` (see the module: nothing of the deployment's inside)."""
+    if isinstance(error, BackendUnavailable):
+        return DATABASE_UNREACHABLE
+    if isinstance(error, UpstreamTimeout):
+        return MODEL_TOO_SLOW
+    if isinstance(error, UpstreamError) and error.status is None:
+        return MODEL_UNREACHABLE
+    return str(error)
+
+
 def problem_for_error(
     error: TurnkeeperError, *, instance: str, request_id: str | None = None
 ) -> dict[str, Any]:
@@ -118,7 +141,12 @@ def problem_for_error(
     elif isinstance(error, UpstreamError) and error.status is not None:
         extra["upstream_status"] = error.status
     return problem(
-        status, str(error), instance=instance, request_id=request_id, errors=errors, **extra
+        status,
+        public_detail(error),
+        instance=instance,
+        request_id=request_id,
+        errors=errors,
+        **extra,
     )
 
 

@@ -25,7 +25,7 @@ from turnkeeper.errors import Forbidden, InvalidInput, TurnkeeperError, Unauthen
 from turnkeeper.llm import delta_text
 from turnkeeper.server.auth import Caller, authenticate
 from turnkeeper.server.deps import TK, AppSettings, SessionRef, Turns
-from turnkeeper.server.problems import status_for
+from turnkeeper.server.problems import public_detail, status_for
 from turnkeeper.server.streaming import event_stream, sse
 from turnkeeper.server.ui import auth
 from turnkeeper.server.ui.render import page
@@ -58,10 +58,10 @@ class UIRoute(APIRoute):
                     raise Forbidden("this form was sent from another site")
                 return await handler(request)
             except TurnkeeperError as exc:
-                status = status_for(exc)
+                status, detail = status_for(exc), public_detail(exc)
                 if "text/html" not in request.headers.get("accept", ""):
-                    return Response(str(exc), status_code=status, media_type="text/plain")
-                return page("error.html", status, request=request, status=status, error=exc)
+                    return Response(detail, status_code=status, media_type="text/plain")
+                return page("error.html", status, request=request, status=status, error=detail)
 
         return handle
 
@@ -219,7 +219,7 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
             keep_recent=_number("keep_recent", asked.keep_recent),
         )  # fmt: skip
     except TurnkeeperError as exc:
-        return dataclasses.replace(asked, error=str(exc))
+        return dataclasses.replace(asked, error=public_detail(exc))
     return dataclasses.replace(asked, window=window)
 
 
@@ -336,7 +336,7 @@ def _reply_events(stream: TurnStream) -> Iterator[str]:
             if text := delta_text(chunk):
                 yield sse({"content": text}, "delta")
     except TurnkeeperError as exc:
-        yield sse({"detail": str(exc)}, "error")
+        yield sse({"detail": public_detail(exc)}, "error")
         return
     finally:
         stream.close()

@@ -3,8 +3,13 @@ and imports from the seeds' own stores (see `turnkeeper.importers`)."""
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 
@@ -20,12 +25,22 @@ from turnkeeper.cli.app import (
 from turnkeeper.errors import InvalidInput
 from turnkeeper.importers import SourceKind, detect, import_from
 
+STDOUT = "-"
+
 
 @app.command("export")
 def export(
     output: Annotated[
         Path,
-        typer.Option("--output", "-o", metavar="FILE.jsonl", help="File to write.", dir_okay=False),
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE.jsonl",
+            help="Where to write: a file (written whole, then renamed into place), a device or "
+            "pipe (written straight to), or - for stdout.",
+            dir_okay=False,
+            allow_dash=True,
+        ),
     ],
     sessions: Annotated[
         list[str] | None,
@@ -35,25 +50,73 @@ def export(
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Export sessions and their messages to a JSONL file (written whole, then renamed)."""
+    """Export sessions and their messages as JSONL."""
+    to_stdout = str(output) == STDOUT
+    if to_stdout and json_output:
+        raise UsageProblem("--json prints its document on stdout, where -o - writes the export")
     with open_ctx(db, json_output) as ctx:
         if sessions:
             ids = [ctx.tk.get_session(ref, project=project).id for ref in sessions]
         else:
             ids = list(ctx.tk.iter_session_ids(project=project))
-        partial = output.with_name(output.name + ".partial")
         try:
             with (
                 ctx.out.progress("Exporting", total=len(ids)) as advance,
-                partial.open("w", encoding="utf-8") as out,
+                export_target(str(output)) as out,
             ):
                 written = ctx.tk.export_sessions(ids, out, progress=lambda _: advance())
-            partial.replace(output)
         except OSError as exc:
-            raise InvalidInput("output", f"cannot write {output}: {exc.strerror}") from None
-        finally:
-            partial.unlink(missing_ok=True)
-        ctx.out.exported(str(output), *written)
+            if to_stdout:  # what is still buffered could not be written at exit either
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            reason = exc.strerror or str(exc)
+            raise InvalidInput("output", f"cannot write {output}: {reason}") from None
+        if to_stdout:
+            ctx.out.warn(f"Exported {written[0]} sessions and {written[1]} messages.")
+        else:
+            ctx.out.exported(str(output), *written)
+
+
+@contextmanager
+def export_target(output: str) -> Iterator[TextIO]:
+    """The stream an export is written to, and the one place that decides how.
+
+    - `-` is stdout.
+    - A regular file, or a path where nothing is yet, is written whole to a temporary file
+      beside it and renamed over it at the end: a reader never sees half an export, and a
+      failed one leaves the old file as it was.
+    - Anything else (a device such as /dev/null or /dev/full, a FIFO, a terminal) is written
+      straight to: renaming over it would replace the device or pipe with a regular file.
+    - A symbolic link is followed: its target gets the export, by the rules above, and the link
+      stays a link.
+
+    A write error (a full disk, /dev/full, a closed pipe) is raised as `OSError`.
+    """
+    if output == STDOUT:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    target = Path(os.path.realpath(output))
+    if target.exists() and not target.is_file():
+        with target.open("w", encoding="utf-8") as stream:
+            yield stream
+        return
+    mode = target.stat().st_mode & 0o7777 if target.exists() else _default_file_mode()
+    descriptor, partial = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".partial"
+    )
+    try:
+        os.fchmod(descriptor, mode)  # what a plain open() would have given (mkstemp: 0600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            yield stream
+        os.replace(partial, target)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+
+
+def _default_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 @app.command("import")

@@ -15,8 +15,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 import turnkeeper
 from turnkeeper.apikeys import ApiKeys
@@ -24,7 +22,7 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.expiry import Sweeper
 from turnkeeper.llm import LLMClient
-from turnkeeper.server import problems, ui
+from turnkeeper.server import gate, problems, ui
 from turnkeeper.server.observability import RequestObserver, record_stored, record_upstream
 from turnkeeper.server.routes import (
     agents,
@@ -81,7 +79,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
         app.include_router(module.router)
     problems.install(app)
     ui.install(app)  # the web UI at `/`, after problems so its login redirect takes precedence
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    gate.install(app, max_request_bytes=settings.max_request_bytes)
     app.add_middleware(RequestObserver)
     _document_problems(app)
     return app
@@ -102,30 +100,6 @@ def _document_problems(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-class BodyLimit:
-    """ASGI middleware: a body announced larger than `max_bytes` is refused with a 413 problem
-    before it is read (a message limit alone would let a client make us buffer any size)."""
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = dict(scope.get("headers", [])).get(b"content-length", b"0")
-            if length.isdigit() and int(length) > self.max_bytes:
-                body = problems.problem(
-                    413,
-                    f"the request body is {int(length)} bytes; the limit is {self.max_bytes}",
-                    instance=scope["path"],
-                    request_id=scope.get("state", {}).get("request_id"),
-                )
-                response = JSONResponse(body, 413, media_type=problems.MEDIA_TYPE)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def check_bind(settings: Settings) -> None:

@@ -37,7 +37,10 @@ def get_caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Caller:
-    return authenticate(request, credentials)
+    """The caller `gate.CallerGate` authenticated before the body was read (or, for an app
+    served without the gate, authenticated here)."""
+    caller: Caller | None = getattr(request.state, "caller", None)
+    return caller if caller is not None else authenticate(request, credentials)
 
 
 def get_scope(

@@ -20,6 +20,13 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 | `BackendUnavailable`                   | 503    | with `Retry-After`; the next request retries   |
 | anything else                          | 500    | logged with its traceback, never sent          |
 
+A client is told what went wrong in its own terms; how it went wrong inside is for the logs.
+The 5xx answers of a failure inside the deployment (the database unreachable, the model
+endpoint unreachable or too slow) say so in a fixed sentence, never naming a host, port, user,
+database, URL or driver message: the probes need no API key, so anyone could read them. The
+full error is logged with the request id the client also gets. (A model endpoint that answered
+with an error of its own keeps its message: that is the model speaking, not our plumbing.)
+
 FastAPI's own request validation errors and Starlette's HTTP errors (unknown route, wrong
 method) go through the same builder, so every error a client sees has one shape.
 """
@@ -104,6 +111,22 @@ def problem(
     return body | extra
 
 
+DATABASE_UNREACHABLE = "the database is unreachable; try again shortly"
+MODEL_UNREACHABLE = "the model endpoint could not be reached or failed mid-answer"
+MODEL_TOO_SLOW = "the model endpoint did not answer in time"
+
+
+def public_detail(error: TurnkeeperError) -> str:
+    """What a client may read of `error` (see the module: nothing of the deployment's inside)."""
+    if isinstance(error, BackendUnavailable):
+        return DATABASE_UNREACHABLE
+    if isinstance(error, UpstreamTimeout):
+        return MODEL_TOO_SLOW
+    if isinstance(error, UpstreamError) and error.status is None:
+        return MODEL_UNREACHABLE
+    return str(error)
+
+
 def problem_for_error(
     error: TurnkeeperError, *, instance: str, request_id: str | None = None
 ) -> dict[str, Any]:
@@ -118,13 +141,16 @@ def problem_for_error(
     elif isinstance(error, UpstreamError) and error.status is not None:
         extra["upstream_status"] = error.status
     return problem(
-        status, str(error), instance=instance, request_id=request_id, errors=errors, **extra
+        status,
+        public_detail(error),
+        instance=instance,
+        request_id=request_id,
+        errors=errors,
+        **extra,
     )
 
 
-def respond(
-    request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
-) -> JSONResponse:
+def respond(body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(body, status_code=body["status"], media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -132,7 +158,7 @@ def _request_id(request: Request) -> str | None:
     return getattr(request.state, "request_id", None)
 
 
-def _headers_for(status: int) -> dict[str, str] | None:
+def headers_for(status: int) -> dict[str, str] | None:
     if status == 401:
         return {"WWW-Authenticate": 'Bearer realm="turnkeeper"'}
     if status == 503:
@@ -147,7 +173,7 @@ async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
         log.warning(
             "request_failed", status=body["status"], error=type(exc).__name__, detail=str(exc)
         )
-    return respond(request, body, _headers_for(body["status"]))
+    return respond(body, headers_for(body["status"]))
 
 
 def field_name(location: Sequence[int | str]) -> str:
@@ -170,7 +196,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     body = problem(
         422, detail, instance=request.url.path, request_id=_request_id(request), errors=errors
     )
-    return respond(request, body)
+    return respond(body)
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -181,7 +207,7 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
         instance=request.url.path,
         request_id=_request_id(request),
     )
-    return respond(request, body, dict(exc.headers or {}) or _headers_for(exc.status_code))
+    return respond(body, dict(exc.headers or {}) or headers_for(exc.status_code))
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
@@ -193,7 +219,7 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         instance=request.url.path,
         request_id=_request_id(request),
     )
-    return respond(request, body)
+    return respond(body)
 
 
 def install(app: FastAPI) -> None:

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.server.deps import Scope, Turns
-from turnkeeper.server.problems import PROBLEM_RESPONSES, status_for
+from turnkeeper.server.problems import PROBLEM_RESPONSES, public_detail, status_for
 from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
 from turnkeeper.server.schemas import ProxyRequest
 from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, event_stream, sse
@@ -42,7 +42,13 @@ def _relay(chunks: Chunks) -> Iterator[str]:
             yield sse(chunk)
     except TurnkeeperError as exc:
         yield sse(
-            {"error": {"message": str(exc), "type": "upstream_error", "code": status_for(exc)}}
+            {
+                "error": {
+                    "message": public_detail(exc),
+                    "type": "upstream_error",
+                    "code": status_for(exc),
+                }
+            }
         )
         return
     finally:

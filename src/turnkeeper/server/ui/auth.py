@@ -23,7 +23,11 @@ class LoginRequired(Exception):
 
 
 def ui_caller(request: Request) -> Caller:
-    """The caller behind the cookie (every caller is an admin when auth is off)."""
+    """The caller behind the cookie (every caller is an admin when auth is off); the one
+    `gate.CallerGate` found before the form was read, when it ran."""
+    caller: Caller | None = getattr(request.state, "caller", None)
+    if caller is not None:
+        return caller
     token = request.cookies.get(COOKIE)
     credentials = (
         HTTPAuthorizationCredentials(scheme="Bearer", credentials=token) if token else None

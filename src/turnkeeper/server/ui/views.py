@@ -25,7 +25,7 @@ from turnkeeper.errors import Forbidden, InvalidInput, TurnkeeperError, Unauthen
 from turnkeeper.llm import delta_text
 from turnkeeper.server.auth import Caller, authenticate
 from turnkeeper.server.deps import TK, AppSettings, SessionRef, Turns
-from turnkeeper.server.problems import status_for
+from turnkeeper.server.problems import public_detail, status_for
 from turnkeeper.server.streaming import event_stream, sse
 from turnkeeper.server.ui import auth
 from turnkeeper.server.ui.render import page
@@ -58,10 +58,10 @@ class UIRoute(APIRoute):
                     raise Forbidden("this form was sent from another site")
                 return await handler(request)
             except TurnkeeperError as exc:
-                status = status_for(exc)
+                status, detail = status_for(exc), public_detail(exc)
                 if "text/html" not in request.headers.get("accept", ""):
-                    return Response(str(exc), status_code=status, media_type="text/plain")
-                return page("error.html", status, request=request, status=status, error=exc)
+                    return Response(detail, status_code=status, media_type="text/plain")
+                return page("error.html", status, request=request, status=status, error=detail)
 
         return handle
 
@@ -82,8 +82,13 @@ UICaller = Annotated[Caller, Depends(auth.ui_caller)]
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """An url-encoded form body (the UI's forms send nothing else, so no multipart parser)."""
-    return dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
+    """An url-encoded form body (the UI's forms send nothing else, so no multipart parser).
+    Its bytes and its %-escapes must both be UTF-8, as a browser sends them."""
+    try:
+        text = (await request.body()).decode()
+        return dict(parse_qsl(text, keep_blank_values=True, errors="strict"))
+    except UnicodeDecodeError:
+        raise InvalidInput("form", "the form is not UTF-8 text") from None
 
 
 Form = Annotated[dict[str, str], Depends(_form)]
@@ -214,7 +219,7 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
             keep_recent=_number("keep_recent", asked.keep_recent),
         )  # fmt: skip
     except TurnkeeperError as exc:
-        return dataclasses.replace(asked, error=str(exc))
+        return dataclasses.replace(asked, error=public_detail(exc))
     return dataclasses.replace(asked, window=window)
 
 
@@ -280,7 +285,7 @@ def new_messages(
 
 
 @router.post("/sessions/{ref}/messages")
-def add_message(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Response:
+def add_message(ref: SessionRef, caller: UICaller, form: Form, tk: TK) -> Response:
     """Append a message typed by hand (no model involved)."""
     session = tk.get_session(ref, project=caller.scope(None))
     tk.append_many(
@@ -298,7 +303,7 @@ def add_message(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Respon
 
 
 @router.post("/sessions/{ref}/reset")
-def reset(ref: SessionRef, form: Form, tk: TK, caller: UICaller) -> Response:
+def reset(ref: SessionRef, caller: UICaller, form: Form, tk: TK) -> Response:
     keep = form.get("keep_system_message") == "on"
     session = tk.reset_session(ref, keep_system_message=keep, project=caller.scope(None))
     return _back(session, "reset")
@@ -331,7 +336,7 @@ def _reply_events(stream: TurnStream) -> Iterator[str]:
             if text := delta_text(chunk):
                 yield sse({"content": text}, "delta")
     except TurnkeeperError as exc:
-        yield sse({"detail": str(exc)}, "error")
+        yield sse({"detail": public_detail(exc)}, "error")
         return
     finally:
         stream.close()

@@ -122,6 +122,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    # Version 4 is taken by message-id scoping (developed alongside); traces are 5.
+    Migration(
+        5,
+        "turn traces",
+        (
+            """CREATE TABLE turn_traces (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            )""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

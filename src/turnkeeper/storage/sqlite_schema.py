@@ -121,6 +121,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    # Version 5 is taken by message-id scoping (developed alongside); traces are 6.
+    Migration(
+        6,
+        "turn traces",
+        (
+            """CREATE TABLE turn_traces (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            )""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -11,6 +11,7 @@ parses the request and formats the answer, as JSON or as server-sent events:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from fastapi import APIRouter, Request
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.llm import delta_text
-from turnkeeper.server.deps import Scope, SessionRef, Turns
+from turnkeeper.server.deps import AttemptDep, Scope, SessionRef, Turns
 from turnkeeper.server.problems import PROBLEM_RESPONSES, problem_for_error
 from turnkeeper.server.schemas import (
     ChatRequest,
@@ -87,15 +88,22 @@ def _events(turns: ChatTurns, stream: TurnStream, request: Request) -> Iterator[
     },
 )
 def chat(
-    session: SessionRef, body: ChatRequest, turns: Turns, scope: Scope, request: Request
+    session: SessionRef,
+    body: ChatRequest,
+    turns: Turns,
+    scope: Scope,
+    request: Request,
+    attempt: AttemptDep,
 ) -> Any:
     """Answer one user turn: store it, build the window from the stored history (the turn
-    included exactly once), ask the upstream model, store the reply with its usage. A failed or
-    timed-out model leaves the user's message stored (502/504); retry with the same `id`."""
+    included exactly once), ask the upstream model, store the reply with its usage and its
+    trace. A failed or timed-out model leaves the user's message stored (502/504); a retry
+    (the same `id`, the same `Idempotency-Key`, or the same text while it is unanswered)
+    stores nothing twice."""
     found, created = turns.session_for(session, project=scope, create=body.create)
     prepared = turns.prepare(
         found, [body.to_message()], created=created, options=body.options(),
-        request=body.upstream_fields(),
+        request=body.upstream_fields(), attempt=dataclasses.replace(attempt, source="chat"),
     )  # fmt: skip
     if body.stream:
         return event_stream(_events(turns, turns.stream(prepared), request))

@@ -10,6 +10,7 @@ or as its own stream of `data:` chunks ending in `data: [DONE]`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Annotated, Any, Protocol
 
@@ -17,7 +18,7 @@ from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse
 
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.server.deps import Scope, Turns
+from turnkeeper.server.deps import AttemptDep, Scope, Turns, resolve_session
 from turnkeeper.server.problems import PROBLEM_RESPONSES, status_for
 from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
 from turnkeeper.server.schemas import ProxyRequest
@@ -67,20 +68,25 @@ def chat_completions(
     body: ProxyRequest,
     turns: Turns,
     scope: Scope,
+    attempt: AttemptDep,
     x_turnkeeper_session: Annotated[
         str | None, Header(max_length=255, description="Session id or key to remember in.")
     ] = None,
 ) -> Any:
-    """OpenAI's `POST /chat/completions`, with memory when a session is named."""
+    """OpenAI's `POST /chat/completions`, with memory when a session is named. A retry (the
+    OpenAI SDK's own, or a program's) stores each turn once: see `turnkeeper.turns`."""
     ref, forward = body.session_and_body(x_turnkeeper_session)
     if ref is None:
         if body.stream:
             return event_stream(_relay(turns.llm.stream(forward)))
         return JSONResponse(turns.llm.complete(forward))
+    ref = resolve_session(turns.tk, ref, scope)
     session, created = turns.session_for(ref, project=scope, create=True)
     new = new_turns_from_openai(body.messages, session_is_empty=session.message_count == 0)
-    options = TurnOptions(model=body.model)
-    prepared = turns.prepare(session, new, created=created, options=options, request=forward)
+    prepared = turns.prepare(
+        session, new, created=created, options=TurnOptions(model=body.model), request=forward,
+        attempt=dataclasses.replace(attempt, source="proxy"),
+    )  # fmt: skip
     if body.stream:
         return event_stream(_relay(turns.stream(prepared)))
     return JSONResponse(turns.complete(prepared).completion)

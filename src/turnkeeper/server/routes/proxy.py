@@ -5,7 +5,8 @@ With a session named (`X-Turnkeeper-Session` header, or `metadata.session_id`), 
 history is put in front of the request's new turns under the configured strategy, the request
 is forwarded, and the new turns and the reply are stored (`turnkeeper.turns`). Without one it
 is a plain pass-through. Either way the upstream's answer comes back unchanged in shape, whole
-or as its own stream of `data:` chunks ending in `data: [DONE]`.
+or as its own stream of `data:` chunks ending in `data: [DONE]`. Errors come back in OpenAI's
+shape (`turnkeeper.server.problems.openai_error`), so an OpenAI SDK shows their message.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fastapi.responses import JSONResponse
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.server.deps import AttemptDep, Scope, Turns, resolve_session
-from turnkeeper.server.problems import PROBLEM_RESPONSES, status_for
+from turnkeeper.server.problems import PROBLEM_RESPONSES, openai_error, problem_for_error
 from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
 from turnkeeper.server.schemas import ProxyRequest
 from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, event_stream, sse
@@ -42,9 +43,7 @@ def _relay(chunks: Chunks) -> Iterator[str]:
         for chunk in chunks:
             yield sse(chunk)
     except TurnkeeperError as exc:
-        yield sse(
-            {"error": {"message": str(exc), "type": "upstream_error", "code": status_for(exc)}}
-        )
+        yield sse(openai_error(problem_for_error(exc, instance="/v1/chat/completions")))
         return
     finally:
         chunks.close()

@@ -20,7 +20,14 @@ from typing import Any
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import NotFound
 from turnkeeper.service import SessionRef, Turnkeeper
-from turnkeeper.types import ContextMessage, ContextWindow, Role, Usage
+from turnkeeper.types import (
+    ContextMessage,
+    ContextReport,
+    ContextWindow,
+    Role,
+    StrategyName,
+    Usage,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,8 @@ class TurnTrace:
     usage: dict[str, int] | None = None
     request_id: str | None = None
     stream: bool = False
+    messages_in_store: int = 0
+    markers: list[str] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -123,6 +132,8 @@ class TurnTrace:
             else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
             request_id=request_id,
             stream=stream,
+            messages_in_store=report.messages_in_store,
+            markers=list(report.markers),
         )
 
     def to_json(self) -> str:
@@ -134,10 +145,28 @@ class TurnTrace:
         window = [TraceEntry(**entry) for entry in raw.pop("window", [])]
         return cls(**raw, window=window)
 
+    def to_window(self) -> ContextWindow:
+        """The window re-rendered from the trace, with a report of how it was built."""
+        report = ContextReport(
+            strategy=StrategyName(self.strategy),
+            session_id=self.session_id,
+            messages_in_store=self.messages_in_store,
+            messages_loaded=len(self.kept_seqs) + len(self.dropped_seqs),
+            messages_included=len(self.kept_seqs),
+            messages_dropped=len(self.dropped_seqs),
+            messages_summarized=len(self.summarized_seqs),
+            tokens_used=self.tokens_sent,
+            budget=self.budget,
+            encoding=self.encoding,
+            markers=tuple(self.markers),
+            dropped_seqs=tuple(self.dropped_seqs),
+            summarized_seqs=tuple(self.summarized_seqs),
+        )
+        return ContextWindow(tuple(entry.to_window() for entry in self.window), report)
+
     def messages(self) -> list[dict[str, Any]]:
         """The window re-rendered as the OpenAI `messages` that were sent."""
-        entries = tuple(entry.to_window() for entry in self.window)
-        return to_openai(ContextWindow(entries, _NO_REPORT))
+        return to_openai(self.to_window())
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +188,6 @@ def window_diff(previous: TurnTrace | None, current: TurnTrace) -> WindowDiff:
         left=[entry for entry in previous.window if entry.identity not in now] if previous else [],
         stayed=len(before & now),
     )
-
-
-class _NoReport:
-    """`to_openai` reads only the entries; a placeholder stands in for the report."""
-
-
-_NO_REPORT: Any = _NoReport()
 
 
 def trace_of(

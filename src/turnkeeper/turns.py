@@ -128,6 +128,11 @@ def reply_id_for(turn_id: str) -> str:
     return f"reply.{hashlib.sha256(turn_id.encode()).hexdigest()}"
 
 
+def is_turn_reply(message_id: str) -> bool:
+    """Whether a stored message is a reply `ChatTurns` produced (so it may have a trace)."""
+    return message_id.endswith(".reply") or message_id.startswith("reply.")
+
+
 def idempotent_ids(session_id: str, key: str, count: int) -> list[str]:
     """The message ids an `Idempotency-Key` stands for: one per new message, derived from the
     session and the key, so the same key sent to two sessions names different messages."""

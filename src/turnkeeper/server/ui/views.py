@@ -30,6 +30,7 @@ from turnkeeper.server.streaming import event_stream, sse
 from turnkeeper.server.ui import auth
 from turnkeeper.server.ui.render import page
 from turnkeeper.service import Turnkeeper
+from turnkeeper.traces import trace_of, window_diff
 from turnkeeper.turns import Attempt, TurnStream
 from turnkeeper.types import ContextWindow, NewMessage, Role, Session, SessionStatus, StrategyName
 
@@ -279,6 +280,19 @@ def new_messages(
     return response
 
 
+@router.get("/sessions/{ref}/messages/{seq}/trace")
+def trace_page(request: Request, ref: SessionPath, seq: int, tk: TK, caller: UICaller) -> Response:
+    """What the model saw for one reply: the window re-rendered from its trace, how it was
+    built and what it cost, and what entered or fell out since the previous turn's window."""
+    session = tk.get_session(ref, project=caller.scope(None))
+    current, previous = trace_of(tk, session, seq)
+    diff = window_diff(previous, current)
+    return page(
+        "trace.html", request=request, caller=caller, session=session, trace=current,
+        previous=previous, diff=diff, entered={entry.identity for entry in diff.entered},
+    )  # fmt: skip
+
+
 @router.post("/sessions/{ref}/messages")
 def add_message(ref: SessionPath, form: Form, tk: TK, caller: UICaller) -> Response:
     """Append a message typed by hand (no model involved)."""
@@ -348,6 +362,7 @@ def chat(
     session = turns.tk.get_session(ref, project=caller.scope(None))
     attempt = Attempt(request_id=getattr(request.state, "request_id", None), source="ui")
     prepared = turns.prepare(
-        session, [NewMessage(role=Role.USER, content=body.content)], attempt=attempt
-    )
+        session, [NewMessage(role=Role.USER, content=body.content)], attempt=attempt,
+        request={"stream_options": {"include_usage": True}},  # the usage goes in the trace
+    )  # fmt: skip
     return event_stream(_reply_events(turns.stream(prepared)))

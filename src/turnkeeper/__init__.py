@@ -39,6 +39,8 @@ from turnkeeper.errors import (
 )
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage import Store, open_store
+from turnkeeper.traces import TraceEntry, TurnTrace, WindowDiff, trace_of, window_diff
+from turnkeeper.turns import AsyncChatTurns, Attempt, ChatTurns, TurnOptions, TurnResult
 from turnkeeper.types import (
     AgentState,
     ContextMessage,
@@ -63,7 +65,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentState",
+    "AsyncChatTurns",
+    "Attempt",
     "BackendUnavailable",
+    "ChatTurns",
     "Conflict",
     "ContentTooLarge",
     "ContextBudgetExceeded",
@@ -96,17 +101,24 @@ __all__ = [
     "StrategyName",
     "Summarizer",
     "SummaryCheckpoint",
+    "TraceEntry",
+    "TurnOptions",
+    "TurnResult",
+    "TurnTrace",
     "Turnkeeper",
     "TurnkeeperError",
     "Unauthenticated",
     "UpstreamError",
     "UpstreamTimeout",
     "Usage",
+    "WindowDiff",
     "__version__",
     "load_settings",
     "open",
     "to_anthropic",
     "to_openai",
+    "trace_of",
+    "window_diff",
 ]
 
 

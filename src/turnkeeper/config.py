@@ -198,6 +198,18 @@ class Settings(BaseSettings):
         default=timedelta(seconds=60),
         description="How long to wait for the upstream model (connect, and between bytes).",
     )
+    llm_max_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Times an upstream 429 or 5xx (or a refused connection) is retried, with "
+        "exponential backoff, before the client gets the error.",
+    )
+    llm_retry_backoff: timedelta = Field(
+        default=timedelta(milliseconds=500),
+        description="Wait before the first upstream retry; doubled for each next one. An "
+        "upstream `Retry-After` (up to `llm_timeout`) is waited instead.",
+    )
     summary_model: str | None = Field(
         default=None,
         description="Fast model that writes summaries on the LLM endpoint. Unset: the offline "
@@ -233,6 +245,7 @@ class Settings(BaseSettings):
         "cleanup_interval",
         "expiry_grace",
         "llm_timeout",
+        "llm_retry_backoff",
         "redis_timeout",
         "cache_ttl",
         mode="before",

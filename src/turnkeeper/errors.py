@@ -123,12 +123,23 @@ class Forbidden(TurnkeeperError):
 class UpstreamError(TurnkeeperError):
     """The upstream model endpoint failed, refused the request or answered something unusable.
 
-    `status` is the upstream's HTTP status when it answered (None when it could not be reached).
+    `status` is the upstream's HTTP status when it answered (None when it could not be reached);
+    `retry_after` its `Retry-After` header, passed on to the client; `unreachable` says the
+    connection was refused (nothing was sent, so trying again is safe).
     """
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: str | None = None,
+        unreachable: bool = False,
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+        self.unreachable = unreachable
 
 
 class UpstreamTimeout(UpstreamError):

@@ -7,23 +7,32 @@ shape, unknown fields included.
 
 Every failure is mapped here, once, onto our own tree: a timeout is `UpstreamTimeout`; an
 unreachable endpoint, an error status or an unusable body is `UpstreamError` (with the
-upstream's status when it answered). Nothing above this module sees an httpx exception.
+upstream's status and `Retry-After` when it answered). Nothing above this module sees an httpx
+exception.
+
+Transient failures (429, 5xx, a refused connection) are retried here a bounded number of times
+(`llm_max_retries`) with exponential backoff, or after the upstream's own `Retry-After` when it
+sends one that fits in `llm_timeout`. A timeout is not retried: the caller has waited enough.
+A stream is retried only while opening, before anything was relayed.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from turnkeeper.config import Settings
 from turnkeeper.errors import UpstreamError, UpstreamTimeout
 from turnkeeper.types import Usage
+
+T = TypeVar("T")
 
 Observer = Callable[[str, float], None]
 """Told `(outcome, seconds)` after every upstream call: `ok`, `timeout`, `unreachable`,
@@ -32,6 +41,31 @@ Observer = Callable[[str, float], None]
 
 def _ignore(outcome: str, seconds: float) -> None:
     """The default observer."""
+
+
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""Upstream answers worth another try: rate limits and server-side failures."""
+
+
+def _retryable(error: UpstreamError) -> bool:
+    if isinstance(error, UpstreamTimeout):
+        return False
+    return error.status in RETRIED_STATUSES or (error.status is None and error.unreachable)
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """`Retry-After` as seconds to wait: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
 
 
 class LLMClient:
@@ -49,8 +83,13 @@ class LLMClient:
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
         observer: Observer = _ignore,
+        max_retries: int = 2,
+        backoff: float = 0.5,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.timeout = timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
@@ -64,13 +103,38 @@ class LLMClient:
             api_key=settings.llm_api_key,
             timeout=settings.llm_timeout.total_seconds(),
             observer=observer,
+            max_retries=settings.llm_max_retries,
+            backoff=settings.llm_retry_backoff.total_seconds(),
         )
 
     def close(self) -> None:
         self._http.close()
 
+    def _with_retries(self, call: Callable[[], T]) -> T:
+        """`call`, again after a transient failure, at most `max_retries` more times."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return call()
+            except UpstreamError as exc:
+                if attempt == self.max_retries or not _retryable(exc):
+                    raise
+                wait = _retry_after_seconds(exc.retry_after)
+                if wait is None or wait > self.timeout:
+                    wait = self.backoff * 2**attempt
+                time.sleep(wait)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
     def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A whole chat completion: the upstream's JSON object, as it sent it."""
+        return self._with_retries(lambda: self._complete_once(body))
+
+    def stream(self, body: Mapping[str, Any]) -> ChatStream:
+        """Open a streaming completion. Returns once the upstream has accepted the request
+        (so a refusal or an unreachable endpoint is raised here, before anything is sent to
+        the caller); iterate the result for the chunks and close it when done."""
+        return self._with_retries(lambda: self._stream_once(body))
+
+    def _complete_once(self, body: Mapping[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         with self._failures(started):
             response = self._http.post("/chat/completions", json=dict(body, stream=False))
@@ -84,10 +148,7 @@ class LLMClient:
         self._observe("ok", time.perf_counter() - started)
         return data
 
-    def stream(self, body: Mapping[str, Any]) -> ChatStream:
-        """Open a streaming completion. Returns once the upstream has accepted the request
-        (so a refusal or an unreachable endpoint is raised here, before anything is sent to
-        the caller); iterate the result for the chunks and close it when done."""
+    def _stream_once(self, body: Mapping[str, Any]) -> ChatStream:
         started = time.perf_counter()
         request = self._http.build_request(
             "POST", "/chat/completions", json=dict(body, stream=True)
@@ -110,7 +171,8 @@ class LLMClient:
         except httpx.HTTPError as exc:
             self._observe("unreachable", _since(started))
             raise UpstreamError(
-                f"cannot reach the upstream model at {self.base_url}: {exc}"
+                f"cannot reach the upstream model at {self.base_url}: {exc}",
+                unreachable=isinstance(exc, httpx.ConnectError),
             ) from None
         except UpstreamError as exc:
             self._observe(f"status_{exc.status}" if exc.status else "bad_response", _since(started))
@@ -137,6 +199,7 @@ def _raise_for_status(response: httpx.Response) -> None:
     raise UpstreamError(
         f"the upstream model answered {response.status_code}: {detail}",
         status=response.status_code,
+        retry_after=response.headers.get("retry-after"),
     )
 
 

@@ -12,21 +12,32 @@ Order matters, and is chosen so that nothing is lost and nothing is doubled:
    passed as a pending message and never appended again (seed 001's duplication trap).
 3. The reply is stored with an id derived from the turn's id. A retry of a turn that was already
    answered finds that reply and returns it without calling the model again (`replayed`).
+4. With the reply, its trace is stored (`turnkeeper.traces`): the window exactly as sent.
+
+Exactly once, whatever the client: a retry is recognised by the turn's client id, by an
+`Idempotency-Key` (the ids of the new turns are derived from it), or, when neither is given,
+by content: new turns identical to the session's unanswered tail (stored, with no assistant
+reply after them) *are* that tail, so a retry stores nothing and is answered like a retry by id.
+A client that says it is retrying (`Attempt.retry`, e.g. the `x-stainless-retry-count` header of
+the OpenAI SDKs) and repeats the turn just answered gets that answer again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
+import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import InvalidInput, SessionNotFound, UpstreamError
-from turnkeeper.llm import ChatStream, LLMClient, Reply
-from turnkeeper.service import Turnkeeper
+from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
+from turnkeeper.service import SessionRef, Turnkeeper, utcnow
+from turnkeeper.traces import TurnTrace
 from turnkeeper.types import (
     ContextWindow,
     Message,
@@ -59,6 +70,18 @@ class TurnOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class Attempt:
+    """How this request for a turn arrived: the client's `Idempotency-Key`, whether the client
+    says it is a retry, the request id (kept in the trace), and which door it came through
+    (`chat`, `proxy`, `ui`, `library`)."""
+
+    idempotency_key: str | None = None
+    retry: bool = False
+    request_id: str | None = None
+    source: str = "library"
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedTurn:
     """A turn whose new messages are stored and whose upstream request is ready.
 
@@ -73,6 +96,8 @@ class PreparedTurn:
     request: dict[str, Any]
     reply_id: str
     replay: Message | None = None
+    attempt: Attempt = Attempt()
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +108,16 @@ class TurnResult:
     prepared: PreparedTurn
     reply: Message
     completion: dict[str, Any]
+    trace: TurnTrace | None = None
 
     @property
     def replayed(self) -> bool:
         return self.prepared.replay is not None
+
+    @property
+    def content(self) -> str:
+        """The reply's text."""
+        return self.reply.content
 
 
 def reply_id_for(turn_id: str) -> str:
@@ -97,13 +128,100 @@ def reply_id_for(turn_id: str) -> str:
     return f"reply.{hashlib.sha256(turn_id.encode()).hexdigest()}"
 
 
+def is_turn_reply(message_id: str) -> bool:
+    """Whether a stored message is a reply `ChatTurns` produced (so it may have a trace)."""
+    return message_id.endswith(".reply") or message_id.startswith("reply.")
+
+
+def idempotent_ids(session_id: str, key: str, count: int) -> list[str]:
+    """The message ids an `Idempotency-Key` stands for: one per new message, derived from the
+    session and the key, so the same key sent to two sessions names different messages."""
+    digest = hashlib.sha256(f"{session_id}\n{key}".encode()).hexdigest()[:40]
+    return [f"idem-{digest}" if count == 1 else f"idem-{digest}.{n}" for n in range(count)]
+
+
+def with_idempotent_ids(
+    session: Session, new: Sequence[NewMessage], key: str | None
+) -> list[NewMessage]:
+    """`new`, each message without a client id given the one `key` stands for (see
+    `idempotent_ids`); unchanged without a key."""
+    if key is None:
+        return list(new)
+    derived = idempotent_ids(session.id, key, len(new))
+    return [
+        message if message.id else dataclasses.replace(message, id=mine)
+        for message, mine in zip(new, derived, strict=True)
+    ]
+
+
+def _same_turn(stored: Message, new: NewMessage) -> bool:
+    """A retried turn says the same thing in the same role (ids and timestamps differ)."""
+    return (
+        stored.role is Role(new.role)
+        and stored.content == new.content
+        and stored.tool_call_id == new.tool_call_id
+    )
+
+
 class ChatTurns:
-    """Runs chat turns over a `Turnkeeper` and an upstream model."""
+    """Runs chat turns over a `Turnkeeper` and an upstream model: the call-store-trace loop.
+
+    ```python
+    with turnkeeper.open() as tk, ChatTurns.open(tk) as chat:
+        result = chat.turn("support-42", "Where is my order?", create=True)
+        print(result.content, result.trace.tokens_sent)
+    ```
+    `turn` does it all; `prepare` + `complete` / `stream` are the steps, for callers that
+    send the request themselves or stream the answer. `AsyncChatTurns` is the same for asyncio.
+    """
 
     def __init__(self, tk: Turnkeeper, llm: LLMClient, *, on_stored: StoredHook = _nothing) -> None:
         self.tk = tk
         self.llm = llm
         self._on_stored = on_stored
+
+    @classmethod
+    def open(cls, tk: Turnkeeper) -> ChatTurns:
+        """Chat turns against the upstream `tk.settings` configures (`llm_base_url`, …)."""
+        return cls(tk, LLMClient.from_settings(tk.settings))
+
+    def __enter__(self) -> ChatTurns:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the upstream client (the `Turnkeeper` stays open: it is the caller's)."""
+        self.llm.close()
+
+    def turn(
+        self,
+        session: SessionRef,
+        content: str,
+        *,
+        id: str | None = None,
+        author: str | None = None,
+        create: bool = False,
+        project: str | None = None,
+        options: TurnOptions = TurnOptions(),
+        request: Mapping[str, Any] | None = None,
+        attempt: Attempt = Attempt(),
+    ) -> TurnResult:
+        """One user turn, answered: store it, build the window, ask the model, store the
+        reply and its trace. `create` makes a session for a key that names none; `request`
+        adds upstream fields (temperature, tools, …). A retry (same `id`, same
+        `attempt.idempotency_key`, or the same text while unanswered) stores nothing twice."""
+        found, created = (
+            (session, False)
+            if isinstance(session, Session)
+            else self.session_for(session, project=project, create=create)
+        )
+        message = NewMessage(role=Role.USER, content=content, id=id, author=author)
+        prepared = self.prepare(
+            found, [message], created=created, options=options, request=request, attempt=attempt
+        )
+        return self.complete(prepared)
 
     def model_for(self, options: TurnOptions) -> str:
         """The model a `/chat` turn asks for: the request's, else `llm_model`, else `model`."""
@@ -131,22 +249,23 @@ class ChatTurns:
         created: bool = False,
         options: TurnOptions = TurnOptions(),
         request: Mapping[str, Any] | None = None,
+        attempt: Attempt = Attempt(),
     ) -> PreparedTurn:
         """Store `new` (the last one is the turn being answered) and build the upstream
         request: `request`'s fields (model, temperature, tools, …) with the window as its
         `messages`. `options.model` also picks the tokenizer and context window."""
         if not new:
             raise InvalidInput("messages", "a turn needs at least one new message")
-        with_ids = [
-            message if message.id else dataclasses.replace(message, id=str(uuid.uuid4()))
-            for message in new
-        ]
+        with_ids, answered = self._identified(session, new, attempt)
         stored = self.tk.append_many(session, with_ids)
         fresh = [message for message in stored if message.seq > session.last_seq]
         self._on_stored(session, created, fresh)
         reply_id = reply_id_for(stored[-1].id)
-        if not fresh and (replay := self._stored_reply(session, stored[-1], reply_id)):
-            return PreparedTurn(session, created, tuple(stored), None, {}, reply_id, replay)
+        replay = answered or (None if fresh else self._stored_reply(session, stored[-1], reply_id))
+        if replay is not None:
+            return PreparedTurn(
+                session, created, tuple(stored), None, {}, reply_id, replay, attempt
+            )
         model = self.model_for(options)
         window = self.tk.context(
             session,
@@ -157,7 +276,39 @@ class ChatTurns:
             model=model,
         )
         body = {"model": model, **(request or {}), "messages": to_openai(window)}
-        return PreparedTurn(session, created, tuple(stored), window, body, reply_id)
+        return PreparedTurn(
+            session, created, tuple(stored), window, body, reply_id, None, attempt,
+            str(body.get("model") or model),
+        )  # fmt: skip
+
+    def _identified(
+        self, session: Session, new: Sequence[NewMessage], attempt: Attempt
+    ) -> tuple[list[NewMessage], Message | None]:
+        """`new` with ids: the client's, those its `Idempotency-Key` stands for, or, for a
+        retry recognised by content, the stored messages' own. Also returns the stored reply
+        when the client says it retries a turn that was answered meanwhile."""
+        if attempt.idempotency_key is not None:
+            return with_idempotent_ids(session, new, attempt.idempotency_key), None
+        if all(message.id is None for message in new) and session.last_seq > 0:
+            tail = self.tk.history(
+                session, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
+            )
+            answered = None
+            if attempt.retry and tail and tail[-1].role is Role.ASSISTANT:
+                answered, tail = tail[-1], tail[:-1]
+            repeated = tail[-len(new) :]
+            if len(repeated) == len(new) and all(
+                stored.role is not Role.ASSISTANT and _same_turn(stored, message)
+                for stored, message in zip(repeated, new, strict=True)
+            ):
+                return [
+                    dataclasses.replace(message, id=stored.id)
+                    for stored, message in zip(repeated, new, strict=True)
+                ], answered
+        return [
+            message if message.id else dataclasses.replace(message, id=str(uuid.uuid4()))
+            for message in new
+        ], None
 
     def _stored_reply(self, session: Session, turn: Message, reply_id: str) -> Message | None:
         later = self.tk.history(session, from_seq=turn.seq + 1, limit=_REPLAY_LOOKAHEAD)
@@ -168,19 +319,23 @@ class ChatTurns:
         if prepared.replay is not None:
             completion = completion_from_message(prepared.replay)
             return TurnResult(prepared, prepared.replay, completion)
+        started = time.perf_counter()
         completion = self.llm.complete(prepared.request)
-        return TurnResult(
-            prepared, self.finish(prepared, Reply.from_completion(completion)), completion
-        )
+        reply, trace = self.finish(prepared, Reply.from_completion(completion), started=started)
+        return TurnResult(prepared, reply, completion, trace)
 
     def stream(self, prepared: PreparedTurn) -> TurnStream:
         """Open a streaming answer (raises here if the model refuses or cannot be reached)."""
         if prepared.replay is not None:
-            return TurnStream(self, prepared, None)
-        return TurnStream(self, prepared, self.llm.stream(prepared.request))
+            return TurnStream(self, prepared, None, 0.0)
+        started = time.perf_counter()
+        return TurnStream(self, prepared, self.llm.stream(prepared.request), started)
 
-    def finish(self, prepared: PreparedTurn, reply: Reply) -> Message:
-        """Store the model's reply (with its usage) as the session's next assistant message."""
+    def finish(
+        self, prepared: PreparedTurn, reply: Reply, *, started: float, stream: bool = False
+    ) -> tuple[Message, TurnTrace | None]:
+        """Store the model's reply (with its usage) as the session's next assistant message,
+        and its trace. `started` is when the model was asked (`time.perf_counter()`)."""
         if not reply.content.strip() and not reply.tool_calls:
             raise UpstreamError("the upstream model's reply was empty")
         message = NewMessage(
@@ -191,9 +346,20 @@ class ChatTurns:
             tool_calls=list[Mapping[str, Any]](reply.tool_calls) or None,
             metadata={"model": reply.model} if reply.model else None,
         )
+        latency_ms = round((time.perf_counter() - started) * 1000)
         (stored,) = self.tk.append_many(prepared.session, [message])
         self._on_stored(prepared.session, False, [stored])
-        return stored
+        if prepared.window is None:
+            return stored, None
+        trace = TurnTrace.of(
+            prepared.window, seq=stored.seq, turn_seq=prepared.turns[-1].seq,
+            source=prepared.attempt.source, model=prepared.model, usage=reply.usage,
+            latency_ms=latency_ms, created_at=utcnow(), request_id=prepared.attempt.request_id,
+            stream=stream,
+        )  # fmt: skip
+        # If a concurrent attempt stored the reply first, its trace is kept and this is ignored.
+        self.tk.store.save_trace(stored.session_id, stored.seq, trace.to_json())
+        return stored, trace
 
 
 class TurnStream:
@@ -202,12 +368,14 @@ class TurnStream:
     (the new turns stay stored, the partial reply is not)."""
 
     def __init__(
-        self, turns: ChatTurns, prepared: PreparedTurn, upstream: ChatStream | None
+        self, turns: ChatTurns, prepared: PreparedTurn, upstream: ChatStream | None, started: float
     ) -> None:
         self.prepared = prepared
         self.reply: Message | None = prepared.replay
+        self.trace: TurnTrace | None = None
         self._turns = turns
         self._upstream = upstream
+        self._started = started
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._upstream is None:
@@ -216,11 +384,83 @@ class TurnStream:
         for chunk in self._upstream:
             gathered.add_chunk(chunk)
             yield chunk
-        self.reply = self._turns.finish(self.prepared, gathered)
+        self.reply, self.trace = self._turns.finish(
+            self.prepared, gathered, started=self._started, stream=True
+        )
 
     def close(self) -> None:
         if self._upstream is not None:
             self._upstream.close()
+
+
+class AsyncChatTurns:
+    """`ChatTurns` for asyncio: the same turns, with the blocking store and upstream calls run
+    in worker threads so the event loop never waits on them.
+
+    ```python
+    async with AsyncChatTurns.open(tk) as chat:
+        result = await chat.turn("support-42", "Where is my order?", create=True)
+        async for text in chat.stream_turn("support-42", "And the invoice?"):
+            print(text, end="")
+    ```
+    """
+
+    def __init__(self, turns: ChatTurns) -> None:
+        self.sync = turns
+
+    @classmethod
+    def open(cls, tk: Turnkeeper) -> AsyncChatTurns:
+        return cls(ChatTurns.open(tk))
+
+    async def __aenter__(self) -> AsyncChatTurns:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.sync.close)
+
+    async def turn(self, session: SessionRef, content: str, **options: Any) -> TurnResult:
+        """`ChatTurns.turn`, awaited."""
+        return await asyncio.to_thread(lambda: self.sync.turn(session, content, **options))
+
+    async def stream_turn(
+        self,
+        session: SessionRef,
+        content: str,
+        *,
+        id: str | None = None,
+        create: bool = False,
+        project: str | None = None,
+        options: TurnOptions = TurnOptions(),
+        attempt: Attempt = Attempt(),
+    ) -> AsyncIterator[str]:
+        """One user turn, its reply's text yielded as the model sends it; the reply and its
+        trace are stored once the stream ends (a replayed turn yields the stored reply)."""
+
+        def open_stream() -> TurnStream:
+            found, created = self.sync.session_for(
+                session if isinstance(session, str) else session.id, project=project, create=create
+            )
+            prepared = self.sync.prepare(
+                found, [NewMessage(role=Role.USER, content=content, id=id)], created=created,
+                options=options, request={"stream_options": {"include_usage": True}},
+                attempt=attempt,
+            )  # fmt: skip
+            return self.sync.stream(prepared)
+
+        stream = await asyncio.to_thread(open_stream)
+        if stream.reply is not None:
+            yield stream.reply.content
+            return
+        chunks = iter(stream)
+        try:
+            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+                if text := delta_text(chunk):
+                    yield text
+        finally:
+            await asyncio.to_thread(stream.close)
 
 
 def completion_from_message(reply: Message) -> dict[str, Any]:

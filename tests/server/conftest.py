@@ -51,6 +51,7 @@ def upstream(upstream_server: tuple[Upstream, str]) -> Upstream:
     """The recording model, reset: answering normally, nothing received yet."""
     state, _ = upstream_server
     state.mode, state.delay = "ok", 5.0
+    state.failures, state.fail_status, state.retry_after = 0, 500, None
     state.requests.clear()
     state.headers.clear()
     return state
@@ -64,6 +65,7 @@ def service_settings(tmp_path: Path, upstream_url: str, **overrides: Any) -> Set
         "llm_model": "test-model",
         "llm_api_key": "upstream-secret",
         "llm_timeout": "1s",
+        "llm_retry_backoff": "10ms",
     }
     return load_settings(**(values | overrides))
 

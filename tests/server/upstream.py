@@ -3,7 +3,8 @@
 The only stand-in in the HTTP tests: a real HTTP server on loopback speaking the
 `/v1/chat/completions` protocol (whole and streamed), whose behaviour a test sets through
 `Upstream.mode`: answer, fail with a status, stall past the client's timeout, or break off
-mid-stream.
+mid-stream; and through `Upstream.failures`: fail the next N requests with `fail_status` (and
+`Retry-After`, when set), then answer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ class Upstream:
 
     mode: str = "ok"  # ok | error | refuse | slow | break | empty
     delay: float = 5.0
+    failures: int = 0
+    fail_status: int = 500
+    retry_after: str | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -82,6 +86,14 @@ def make_app(state: Upstream) -> FastAPI:
         body = await request.json()
         state.requests.append(body)
         state.headers.append(dict(request.headers))
+        if state.failures > 0:
+            state.failures -= 1
+            headers = {"Retry-After": state.retry_after} if state.retry_after else None
+            return JSONResponse(
+                {"error": {"message": f"failing on purpose ({state.failures} more)"}},
+                status_code=state.fail_status,
+                headers=headers,
+            )
         if state.mode == "error":
             return JSONResponse({"error": {"message": "model overloaded"}}, status_code=500)
         if state.mode == "refuse":

@@ -262,6 +262,12 @@ class CachedStore:
     ) -> AgentState:
         return self.inner.update_agent_state(session_id, agent, update, now=now)
 
+    def save_trace(self, session_id: str, seq: int, data: str) -> None:
+        self.inner.save_trace(session_id, seq, data)  # traces never shape a window: no bump
+
+    def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
+        return self.inner.read_traces(session_id, upto_seq=upto_seq, limit=limit)
+
     def meta(self, name: str, default: str) -> str:
         return self.inner.meta(name, default)
 

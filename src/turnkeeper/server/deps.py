@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Query, Request
+from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
 
 from turnkeeper.config import Settings
+from turnkeeper.errors import Conflict, SessionNotFound
 from turnkeeper.server.auth import Caller, authenticate, bearer
 from turnkeeper.service import Turnkeeper
-from turnkeeper.turns import ChatTurns
+from turnkeeper.turns import Attempt, ChatTurns
 
 
 def get_tk(request: Request) -> Turnkeeper:
@@ -63,12 +64,69 @@ Turns = Annotated[ChatTurns, Depends(get_turns)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 Scope = Annotated[str | None, Depends(get_scope)]
-SessionRef = Annotated[
+SessionPath = Annotated[
     str,
     Path(
         min_length=1,
         max_length=255,
-        description="Session id, or key (a key is looked up in the caller's project).",
+        description="Session id, or key (a key is looked up in the caller's project; an admin "
+        "key without `project` finds it in whichever project holds it).",
         examples=["support-42"],
     ),
 ]
+
+
+def resolve_session(tk: Turnkeeper, ref: str, scope: str | None) -> str:
+    """What `ref` names for a caller working in `scope`. In a project, `ref` as given (the core
+    looks keys up there). Across all projects (an admin naming none), a key is found in
+    whichever project holds it, and returned as that session's id; a key held in several
+    projects is a `Conflict` naming them; a key held nowhere is returned as given (the default
+    project's, e.g. for a turn that creates it)."""
+    if scope is not None:
+        return ref
+    try:
+        return tk.store.get_session(ref).id
+    except SessionNotFound:
+        pass
+    holders = tk.list_sessions(key=ref, limit=1000).items
+    projects = sorted({session.project for session in holders})
+    if len(projects) > 1:
+        raise Conflict(f"session key {ref!r} is ambiguous: in projects {', '.join(projects)}")
+    if projects:
+        return tk.get_session(ref, project=projects[0]).id
+    return ref
+
+
+def get_session_ref(session: SessionPath, scope: Scope, tk: TK) -> str:
+    return resolve_session(tk, session, scope)
+
+
+SessionRef = Annotated[str, Depends(get_session_ref)]
+"""The `{session}` path parameter, resolved for the caller (see `resolve_session`)."""
+
+
+def get_attempt(
+    request: Request,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            min_length=1,
+            max_length=255,
+            description="Makes a retry of this request store nothing twice (IETF httpapi "
+            "Idempotency-Key): the same key in the same session names the same messages.",
+        ),
+    ] = None,
+    x_stainless_retry_count: Annotated[
+        int | None,
+        Header(ge=0, description="Sent by the OpenAI SDKs: above 0, this request is a retry."),
+    ] = None,
+) -> Attempt:
+    """How a turn's request arrived (its retry evidence and request id)."""
+    return Attempt(
+        idempotency_key=idempotency_key,
+        retry=bool(x_stainless_retry_count),
+        request_id=getattr(request.state, "request_id", None),
+    )
+
+
+AttemptDep = Annotated[Attempt, Depends(get_attempt)]

@@ -15,7 +15,8 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 | `NotFound` (another project's too)     | 404    |                                                |
 | `Conflict` (`SeqConflict`, key taken)  | 409    |                                                |
 | `SessionExpired`                       | 410    | readable for audit, never live again           |
-| `UpstreamError`                        | 502    | the model endpoint failed or refused           |
+| `UpstreamError`                        | 502    | the model endpoint failed or refused (429 when |
+|                                        |        | it was rate-limited; its `Retry-After` passed) |
 | `UpstreamTimeout`                      | 504    |                                                |
 | `BackendUnavailable`                   | 503    | with `Retry-After`; the next request retries   |
 | anything else                          | 500    | logged with its traceback, never sent          |
@@ -28,7 +29,9 @@ full error is logged with the request id the client also gets. (A model endpoint
 with an error of its own keeps its message: that is the model speaking, not our plumbing.)
 
 FastAPI's own request validation errors and Starlette's HTTP errors (unknown route, wrong
-method) go through the same builder, so every error a client sees has one shape.
+method) go through the same builder, so every error a client sees has one shape, except on
+the OpenAI-compatible `/v1/chat/completions`: there the same errors go out in OpenAI's shape,
+`{"error": {"message", "type", "param", "code"}}`, which the OpenAI SDKs read and show.
 """
 
 from __future__ import annotations
@@ -79,7 +82,21 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
 log = structlog.get_logger("turnkeeper.server")
 
 
+OPENAI_PATHS = frozenset({"/v1/chat/completions"})
+"""Routes whose clients are OpenAI SDKs: their errors take OpenAI's shape."""
+
+_OPENAI_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    429: "rate_limit_error",
+}
+
+
 def status_for(error: TurnkeeperError) -> int:
+    if isinstance(error, UpstreamError) and error.status == 429:
+        return 429  # the upstream's rate limit is the client's too: it should slow down
     return next((status for cls, status in STATUS_BY_ERROR if isinstance(error, cls)), 400)
 
 
@@ -150,7 +167,29 @@ def problem_for_error(
     )
 
 
-def respond(body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+def openai_error(body: dict[str, Any]) -> dict[str, Any]:
+    """A problem document in OpenAI's error shape (the SDKs show `message`)."""
+    status: int = body["status"]
+    errors = body.get("errors") or [{}]
+    kind = _OPENAI_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
+    return {
+        "error": {
+            "message": body["detail"],
+            "type": kind,
+            "param": errors[0].get("field"),
+            "code": _slug(status).replace("-", "_"),
+        }
+    }
+
+
+def respond(
+    request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> JSONResponse:
+    if request.url.path in OPENAI_PATHS:
+        if body["status"] < 500 and body["status"] not in (408, 429):
+            # The OpenAI SDKs retry a 409 by default; no other client error improves by retrying.
+            headers = (headers or {}) | {"x-should-retry": "false"}
+        return JSONResponse(openai_error(body), status_code=body["status"], headers=headers)
     return JSONResponse(body, status_code=body["status"], media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -158,7 +197,9 @@ def _request_id(request: Request) -> str | None:
     return getattr(request.state, "request_id", None)
 
 
-def headers_for(status: int) -> dict[str, str] | None:
+def headers_for(status: int, error: Exception | None = None) -> dict[str, str] | None:
+    if isinstance(error, UpstreamError) and error.retry_after:
+        return {"Retry-After": error.retry_after}
     if status == 401:
         return {"WWW-Authenticate": 'Bearer realm="turnkeeper"'}
     if status == 503:
@@ -173,7 +214,7 @@ async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
         log.warning(
             "request_failed", status=body["status"], error=type(exc).__name__, detail=str(exc)
         )
-    return respond(body, headers_for(body["status"]))
+    return respond(request, body, headers_for(body["status"], exc))
 
 
 def field_name(location: Sequence[int | str]) -> str:
@@ -196,7 +237,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     body = problem(
         422, detail, instance=request.url.path, request_id=_request_id(request), errors=errors
     )
-    return respond(body)
+    return respond(request, body)
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -207,7 +248,7 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
         instance=request.url.path,
         request_id=_request_id(request),
     )
-    return respond(body, dict(exc.headers or {}) or headers_for(exc.status_code))
+    return respond(request, body, dict(exc.headers or {}) or headers_for(exc.status_code))
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
@@ -219,7 +260,7 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         instance=request.url.path,
         request_id=_request_id(request),
     )
-    return respond(body)
+    return respond(request, body)
 
 
 def install(app: FastAPI) -> None:
@@ -235,6 +276,6 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": HTTPStatus(status).phrase,
         "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
     }
-    for status in (400, 401, 403, 404, 409, 410, 413, 422, 503)
+    for status in (400, 401, 403, 404, 409, 410, 413, 422, 429, 503)
 }
 """The problem responses every `/v1` route may give, for the OpenAPI schema."""

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.context.conversation import ConversationContext, planner_context
+from turnkeeper.server.trace_schemas import TracePublic
 from turnkeeper.turns import TurnOptions
 from turnkeeper.types import (
     UNSET,
@@ -467,6 +468,9 @@ class ChatResponse(BaseModel):
     reply: MessagePublic = Field(description="The model's reply as stored (with its usage).")
     replayed: bool = Field(description="True when the turn was already answered (a retry).")
     context: ContextReportPublic | None = Field(description="null when replayed.")
+    trace: TracePublic | None = Field(
+        None, description="What the model saw for this reply (null when replayed)."
+    )
 
 
 class ProxyRequest(BaseModel):

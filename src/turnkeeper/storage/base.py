@@ -195,6 +195,18 @@ class Store(Protocol):
         Raises `SessionNotFound`."""
         ...
 
+    # -- turn traces ------------------------------------------------------------------------
+
+    def save_trace(self, session_id: str, seq: int, data: str) -> None:
+        """Store the trace (a JSON document) of the reply at `seq`; a second one for the same
+        seq is ignored (the first answer's trace stands). Deleting the message, resetting or
+        deleting the session deletes it."""
+        ...
+
+    def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
+        """Up to `limit` traces `(seq, data)` at or before `upto_seq`, newest first."""
+        ...
+
     # -- lifecycle and statistics -----------------------------------------------------------
 
     def expire_sessions(

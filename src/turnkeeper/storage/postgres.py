@@ -321,6 +321,7 @@ class PostgresStore(sql.SQLReads):
             self._run(cur, sql.RESET_MESSAGES + keep, (session_id,))
             self._run(cur, sql.RESET_SUMMARIES, (session_id,))
             self._run(cur, sql.RESET_AGENT_POSITIONS, (session_id,))
+            self._run(cur, sql.RESET_TRACES, (session_id,))
             return self._returning_session(cur, sql.RECOMPUTE_TOTALS, (now, session_id))
 
     def delete_session(self, session_id: str) -> None:
@@ -388,6 +389,10 @@ class PostgresStore(sql.SQLReads):
             row = self._run(cur, sql.SELECT_SUMMARY, key).fetchone()
         assert row is not None
         return sql.summary_from_row(row, POSTGRES)
+
+    def save_trace(self, session_id: str, seq: int, data: str) -> None:
+        with self._tx() as cur:
+            self._run(cur, sql.INSERT_TRACE, (session_id, seq, data))
 
     # -- lifecycle and statistics -----------------------------------------------------------
 

@@ -130,6 +130,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE messages ADD CONSTRAINT messages_session_id_id_key UNIQUE (session_id, id)",
         ),
     ),
+    Migration(
+        5,
+        "turn traces",
+        (
+            """CREATE TABLE turn_traces (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            )""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

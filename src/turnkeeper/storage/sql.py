@@ -186,6 +186,11 @@ SELECT_SUMMARY = (
 )
 RESET_SUMMARIES = "DELETE FROM summaries WHERE session_id = ?"
 RESET_AGENT_POSITIONS = "UPDATE agent_states SET last_processed_seq = 0 WHERE session_id = ?"
+RESET_TRACES = "DELETE FROM turn_traces WHERE session_id = ?"
+INSERT_TRACE = (
+    "INSERT INTO turn_traces (session_id, seq, data) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id, seq) DO NOTHING"
+)
 """After a reset the seqs an agent had processed are gone (seq restarts from what is left)."""
 
 
@@ -748,6 +753,14 @@ class SQLReads:
         )
         return [summary_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
 
+    def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
+        query = (
+            "SELECT seq, data FROM turn_traces WHERE session_id = ? AND seq <= ?"
+            " ORDER BY seq DESC LIMIT ?"
+        )
+        rows = self._read(query, (session_id, upto_seq, limit))
+        return [(int(row["seq"]), str(row["data"])) for row in rows]
+
 
 # -- delete_last_message ------------------------------------------------------------------------
 
@@ -760,8 +773,10 @@ DELETE_LAST_MESSAGE = (
 
 def forget_from_seq(session_id: str, seq: int) -> list[tuple[str, tuple[Any, ...]]]:
     """The statements (and their parameters) that let go of what points at a deleted seq:
-    summary checkpoints covering it, and agents' positions at or past it."""
+    summary checkpoints covering it, turn traces of it and later, and agents' positions at or
+    past it."""
     return [
+        ("DELETE FROM turn_traces WHERE session_id = ? AND seq >= ?", (session_id, seq)),
         ("DELETE FROM summaries WHERE session_id = ? AND covers_to_seq >= ?", (session_id, seq)),
         (
             "UPDATE agent_states SET last_processed_seq = ?"

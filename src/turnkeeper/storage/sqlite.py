@@ -233,6 +233,7 @@ class SQLiteStore(sql.SQLReads):
             tx.execute(sql.RESET_MESSAGES + keep, (session_id,))
             tx.execute(sql.RESET_SUMMARIES, (session_id,))
             tx.execute(sql.RESET_AGENT_POSITIONS, (session_id,))
+            tx.execute(sql.RESET_TRACES, (session_id,))
             return self._returning_session(tx, sql.RECOMPUTE_TOTALS, (to_ts(now), session_id))
 
     def delete_session(self, session_id: str) -> None:
@@ -293,6 +294,10 @@ class SQLiteStore(sql.SQLReads):
                 self._bump_version(tx, checkpoint.session_id)
             row = tx.execute(sql.SELECT_SUMMARY, key).fetchone()
         return sql.summary_from_row(row, SQLITE)
+
+    def save_trace(self, session_id: str, seq: int, data: str) -> None:
+        with self._write() as tx:
+            tx.execute(sql.INSERT_TRACE, (session_id, seq, data))
 
     # -- lifecycle and statistics -----------------------------------------------------------
 

@@ -152,6 +152,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX messages_user_facing ON messages (session_id, internal, seq)",
         ),
     ),
+    Migration(
+        6,
+        "turn traces",
+        (
+            """CREATE TABLE turn_traces (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            )""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

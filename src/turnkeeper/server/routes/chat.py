@@ -11,14 +11,15 @@ parses the request and formats the answer, as JSON or as server-sent events:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.llm import delta_text
-from turnkeeper.server.deps import Scope, SessionRef, Turns
+from turnkeeper.server.deps import TK, AttemptDep, Scope, SessionRef, Turns
 from turnkeeper.server.problems import PROBLEM_RESPONSES, problem_for_error
 from turnkeeper.server.schemas import (
     ChatRequest,
@@ -28,6 +29,8 @@ from turnkeeper.server.schemas import (
     SessionPublic,
 )
 from turnkeeper.server.streaming import EVENT_SCHEMA, event_stream, sse
+from turnkeeper.server.trace_schemas import TracePublic, TraceResponse
+from turnkeeper.traces import TurnTrace, trace_of, window_diff
 from turnkeeper.turns import ChatTurns, PreparedTurn, TurnStream
 from turnkeeper.types import Message
 
@@ -39,9 +42,12 @@ UPSTREAM_PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _answer(turns: ChatTurns, prepared: PreparedTurn, reply: Message) -> ChatResponse:
+def _answer(
+    turns: ChatTurns, prepared: PreparedTurn, reply: Message, trace: TurnTrace | None
+) -> ChatResponse:
     window = prepared.window
     return ChatResponse(
+        trace=None if trace is None else TracePublic.from_domain(trace),
         session=SessionPublic.from_domain(turns.tk.get_session(prepared.session.id)),
         created=prepared.created,
         message=MessagePublic.from_domain(prepared.turns[-1]),
@@ -75,7 +81,7 @@ def _events(turns: ChatTurns, stream: TurnStream, request: Request) -> Iterator[
     finally:
         stream.close()
     assert stream.reply is not None  # set once the upstream stream has ended
-    yield sse(_answer(turns, prepared, stream.reply).model_dump(mode="json"), "done")
+    yield sse(_answer(turns, prepared, stream.reply, stream.trace).model_dump(mode="json"), "done")
 
 
 @router.post(
@@ -87,16 +93,36 @@ def _events(turns: ChatTurns, stream: TurnStream, request: Request) -> Iterator[
     },
 )
 def chat(
-    session: SessionRef, body: ChatRequest, turns: Turns, scope: Scope, request: Request
+    session: SessionRef,
+    body: ChatRequest,
+    turns: Turns,
+    scope: Scope,
+    request: Request,
+    attempt: AttemptDep,
 ) -> Any:
     """Answer one user turn: store it, build the window from the stored history (the turn
-    included exactly once), ask the upstream model, store the reply with its usage. A failed or
-    timed-out model leaves the user's message stored (502/504); retry with the same `id`."""
+    included exactly once), ask the upstream model, store the reply with its usage and its
+    trace. A failed or timed-out model leaves the user's message stored (502/504); a retry
+    (the same `id`, the same `Idempotency-Key`, or the same text while it is unanswered)
+    stores nothing twice."""
     found, created = turns.session_for(session, project=scope, create=body.create)
     prepared = turns.prepare(
         found, [body.to_message()], created=created, options=body.options(),
-        request=body.upstream_fields(),
+        request=body.upstream_fields(), attempt=dataclasses.replace(attempt, source="chat"),
     )  # fmt: skip
     if body.stream:
         return event_stream(_events(turns, turns.stream(prepared), request))
-    return _answer(turns, prepared, turns.complete(prepared).reply)
+    result = turns.complete(prepared)
+    return _answer(turns, prepared, result.reply, result.trace)
+
+
+@router.get("/v1/sessions/{session}/messages/{seq}/trace")
+def trace(
+    session: SessionRef, seq: Annotated[int, Path(ge=1)], tk: TK, scope: Scope
+) -> TraceResponse:
+    """What the model saw for the reply at `seq`: the window exactly as sent, how it was built
+    (strategy, budget, model, encoding, what was kept, dropped and summarized), what it cost,
+    and how it differs from the previous turn's window (what entered, what fell out). 404 for
+    a message that is not a reply produced by a chat turn."""
+    current, previous = trace_of(tk, session, seq, project=scope)
+    return TraceResponse.of(current, previous, window_diff(previous, current))

@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from turnkeeper.errors import SessionNotFound
-from turnkeeper.server.deps import TK, Scope, SessionRef
+from turnkeeper.server.deps import TK, Scope, SessionPath
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import Conversation000, Deleted000, ResetRequest
 from turnkeeper.service import Turnkeeper
@@ -26,7 +26,7 @@ def _conversation(tk: Turnkeeper, session: Session) -> Conversation000:
 
 
 @router.get("/conversations/{id}")
-def get_conversation(id: SessionRef, tk: TK, scope: Scope) -> Conversation000:
+def get_conversation(id: SessionPath, tk: TK, scope: Scope) -> Conversation000:
     """The full conversation history of a session (by id, or key)."""
     return _conversation(tk, tk.get_session(id, project=scope))
 
@@ -46,14 +46,16 @@ def get_bead_conversation(
 
 
 @router.delete("/conversations/{id}")
-def delete_conversation(id: SessionRef, tk: TK, scope: Scope) -> Deleted000:
+def delete_conversation(id: SessionPath, tk: TK, scope: Scope) -> Deleted000:
     """Delete the session and its messages."""
     tk.delete_session(id, project=scope)
     return Deleted000(success=True, message=f"conversation {id} deleted")
 
 
 @router.post("/conversations/{id}/reset")
-def reset_conversation(id: SessionRef, body: ResetRequest, tk: TK, scope: Scope) -> Conversation000:
+def reset_conversation(
+    id: SessionPath, body: ResetRequest, tk: TK, scope: Scope
+) -> Conversation000:
     """Clear the history but keep the session (and, if asked, the first system message)."""
     session = tk.reset_session(id, keep_system_message=body.keep_system_message, project=scope)
     return _conversation(tk, session)

@@ -6,11 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from turnkeeper.server.deps import TK, Scope, SessionRef
+from turnkeeper.server.deps import TK, AttemptDep, Scope, SessionRef
 from turnkeeper.server.observability import record_stored
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import AppendMany, AppendOne, MessagePage, MessagePublic
 from turnkeeper.service import Turnkeeper
+from turnkeeper.turns import Attempt, with_idempotent_ids
 from turnkeeper.types import Message, NewMessage
 
 router = APIRouter(
@@ -19,29 +20,39 @@ router = APIRouter(
 
 
 def _append(
-    tk: Turnkeeper, ref: str, project: str | None, new: list[NewMessage], expected: int | None
+    tk: Turnkeeper,
+    ref: str,
+    project: str | None,
+    new: list[NewMessage],
+    expected: int | None,
+    attempt: Attempt,
 ) -> list[Message]:
     """Append and count what was newly stored (a retried id is returned, not counted)."""
     session = tk.get_session(ref, project=project)
+    new = with_idempotent_ids(session, new, attempt.idempotency_key)
     stored = tk.append_many(session, new, expected_last_seq=expected)
     record_stored(session, False, [m for m in stored if m.seq > session.last_seq])
     return stored
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def append_message(session: SessionRef, body: AppendOne, tk: TK, scope: Scope) -> MessagePublic:
-    """Append one message. Re-sending a stored `id` returns the stored message unchanged."""
-    (stored,) = _append(tk, session, scope, [body.to_domain()], body.expected_last_seq)
+def append_message(
+    session: SessionRef, body: AppendOne, tk: TK, scope: Scope, attempt: AttemptDep
+) -> MessagePublic:
+    """Append one message. Re-sending a stored `id` (or `Idempotency-Key`) returns the stored
+    message unchanged."""
+    (stored,) = _append(tk, session, scope, [body.to_domain()], body.expected_last_seq, attempt)
     return MessagePublic.from_domain(stored)
 
 
 @router.post("/batch", status_code=status.HTTP_201_CREATED)
 def append_messages(
-    session: SessionRef, body: AppendMany, tk: TK, scope: Scope
+    session: SessionRef, body: AppendMany, tk: TK, scope: Scope, attempt: AttemptDep
 ) -> list[MessagePublic]:
-    """Append several messages atomically (all or none), in order, with gapless seqs."""
+    """Append several messages atomically (all or none), in order, with gapless seqs. With an
+    `Idempotency-Key`, a retry of the batch stores nothing twice."""
     new = [message.to_domain() for message in body.messages]
-    stored = _append(tk, session, scope, new, body.expected_last_seq)
+    stored = _append(tk, session, scope, new, body.expected_last_seq, attempt)
     return [MessagePublic.from_domain(message) for message in stored]
 
 

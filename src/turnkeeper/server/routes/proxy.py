@@ -5,11 +5,13 @@ With a session named (`X-Turnkeeper-Session` header, or `metadata.session_id`), 
 history is put in front of the request's new turns under the configured strategy, the request
 is forwarded, and the new turns and the reply are stored (`turnkeeper.turns`). Without one it
 is a plain pass-through. Either way the upstream's answer comes back unchanged in shape, whole
-or as its own stream of `data:` chunks ending in `data: [DONE]`.
+or as its own stream of `data:` chunks ending in `data: [DONE]`. Errors come back in OpenAI's
+shape (`turnkeeper.server.problems.openai_error`), so an OpenAI SDK shows their message.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Annotated, Any, Protocol
 
@@ -17,8 +19,8 @@ from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse
 
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.server.deps import Scope, Turns
-from turnkeeper.server.problems import PROBLEM_RESPONSES, public_detail, status_for
+from turnkeeper.server.deps import AttemptDep, Scope, Turns, resolve_session
+from turnkeeper.server.problems import PROBLEM_RESPONSES, openai_error, problem_for_error
 from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
 from turnkeeper.server.schemas import ProxyRequest
 from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, event_stream, sse
@@ -41,15 +43,7 @@ def _relay(chunks: Chunks) -> Iterator[str]:
         for chunk in chunks:
             yield sse(chunk)
     except TurnkeeperError as exc:
-        yield sse(
-            {
-                "error": {
-                    "message": public_detail(exc),
-                    "type": "upstream_error",
-                    "code": status_for(exc),
-                }
-            }
-        )
+        yield sse(openai_error(problem_for_error(exc, instance="/v1/chat/completions")))
         return
     finally:
         chunks.close()
@@ -73,20 +67,25 @@ def chat_completions(
     body: ProxyRequest,
     turns: Turns,
     scope: Scope,
+    attempt: AttemptDep,
     x_turnkeeper_session: Annotated[
         str | None, Header(max_length=255, description="Session id or key to remember in.")
     ] = None,
 ) -> Any:
-    """OpenAI's `POST /chat/completions`, with memory when a session is named."""
+    """OpenAI's `POST /chat/completions`, with memory when a session is named. A retry (the
+    OpenAI SDK's own, or a program's) stores each turn once: see `turnkeeper.turns`."""
     ref, forward = body.session_and_body(x_turnkeeper_session)
     if ref is None:
         if body.stream:
             return event_stream(_relay(turns.llm.stream(forward)))
         return JSONResponse(turns.llm.complete(forward))
+    ref = resolve_session(turns.tk, ref, scope)
     session, created = turns.session_for(ref, project=scope, create=True)
     new = new_turns_from_openai(body.messages, session_is_empty=session.message_count == 0)
-    options = TurnOptions(model=body.model)
-    prepared = turns.prepare(session, new, created=created, options=options, request=forward)
+    prepared = turns.prepare(
+        session, new, created=created, options=TurnOptions(model=body.model), request=forward,
+        attempt=dataclasses.replace(attempt, source="proxy"),
+    )  # fmt: skip
     if body.stream:
         return event_stream(_relay(turns.stream(prepared)))
     return JSONResponse(turns.complete(prepared).completion)

@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from turnkeeper.turns import is_turn_reply
 from turnkeeper.types import Message
 
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
@@ -79,7 +80,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(markdown=markdown, ago=ago, stamp=stamp, number=number)
-    env.globals.update(message_kind=message_kind)
+    env.globals.update(message_kind=message_kind, is_turn_reply=is_turn_reply)
     return env
 
 

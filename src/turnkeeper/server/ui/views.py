@@ -24,13 +24,14 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import Forbidden, InvalidInput, TurnkeeperError, Unauthenticated
 from turnkeeper.llm import delta_text
 from turnkeeper.server.auth import Caller, authenticate
-from turnkeeper.server.deps import TK, AppSettings, SessionRef, Turns
+from turnkeeper.server.deps import TK, AppSettings, SessionPath, Turns
 from turnkeeper.server.problems import public_detail, status_for
 from turnkeeper.server.streaming import event_stream, sse
 from turnkeeper.server.ui import auth
 from turnkeeper.server.ui.render import page
 from turnkeeper.service import Turnkeeper
-from turnkeeper.turns import TurnStream
+from turnkeeper.traces import trace_of, window_diff
+from turnkeeper.turns import Attempt, TurnStream
 from turnkeeper.types import ContextWindow, NewMessage, Role, Session, SessionStatus, StrategyName
 
 PAGE_SIZE = 25
@@ -226,7 +227,7 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
 @router.get("/sessions/{ref}")
 def session_page(
     request: Request,
-    ref: SessionRef,
+    ref: SessionPath,
     tk: TK,
     settings: AppSettings,
     caller: UICaller,
@@ -264,7 +265,7 @@ def session_page(
 @router.get("/sessions/{ref}/messages")
 def new_messages(
     request: Request,
-    ref: SessionRef,
+    ref: SessionPath,
     tk: TK,
     caller: UICaller,
     after_seq: int = 0,
@@ -284,8 +285,21 @@ def new_messages(
     return response
 
 
+@router.get("/sessions/{ref}/messages/{seq}/trace")
+def trace_page(request: Request, ref: SessionPath, seq: int, tk: TK, caller: UICaller) -> Response:
+    """What the model saw for one reply: the window re-rendered from its trace, how it was
+    built and what it cost, and what entered or fell out since the previous turn's window."""
+    session = tk.get_session(ref, project=caller.scope(None))
+    current, previous = trace_of(tk, session, seq)
+    diff = window_diff(previous, current)
+    return page(
+        "trace.html", request=request, caller=caller, session=session, trace=current,
+        previous=previous, diff=diff, entered={entry.identity for entry in diff.entered},
+    )  # fmt: skip
+
+
 @router.post("/sessions/{ref}/messages")
-def add_message(ref: SessionRef, caller: UICaller, form: Form, tk: TK) -> Response:
+def add_message(ref: SessionPath, caller: UICaller, form: Form, tk: TK) -> Response:
     """Append a message typed by hand (no model involved)."""
     session = tk.get_session(ref, project=caller.scope(None))
     tk.append_many(
@@ -303,19 +317,19 @@ def add_message(ref: SessionRef, caller: UICaller, form: Form, tk: TK) -> Respon
 
 
 @router.post("/sessions/{ref}/reset")
-def reset(ref: SessionRef, caller: UICaller, form: Form, tk: TK) -> Response:
+def reset(ref: SessionPath, caller: UICaller, form: Form, tk: TK) -> Response:
     keep = form.get("keep_system_message") == "on"
     session = tk.reset_session(ref, keep_system_message=keep, project=caller.scope(None))
     return _back(session, "reset")
 
 
 @router.post("/sessions/{ref}/archive")
-def archive(ref: SessionRef, tk: TK, caller: UICaller) -> Response:
+def archive(ref: SessionPath, tk: TK, caller: UICaller) -> Response:
     return _back(tk.archive_session(ref, project=caller.scope(None)), "archived")
 
 
 @router.post("/sessions/{ref}/delete")
-def delete(ref: SessionRef, tk: TK, caller: UICaller) -> Response:
+def delete(ref: SessionPath, tk: TK, caller: UICaller) -> Response:
     tk.delete_session(ref, project=caller.scope(None))
     return RedirectResponse("/?notice=deleted", status_code=303)
 
@@ -344,9 +358,16 @@ def _reply_events(stream: TurnStream) -> Iterator[str]:
 
 
 @router.post("/sessions/{ref}/chat")
-def chat(ref: SessionRef, body: ChatTurnBody, turns: Turns, caller: UICaller) -> StreamingResponse:
+def chat(
+    request: Request, ref: SessionPath, body: ChatTurnBody, turns: Turns, caller: UICaller
+) -> StreamingResponse:
     """One chat turn through the core (`ChatTurns`): the user's message is stored first, the
-    reply streams back and is stored once complete. The page's poll then shows both."""
+    reply streams back and is stored once complete (with its trace). The page's poll then
+    shows both."""
     session = turns.tk.get_session(ref, project=caller.scope(None))
-    prepared = turns.prepare(session, [NewMessage(role=Role.USER, content=body.content)])
+    attempt = Attempt(request_id=getattr(request.state, "request_id", None), source="ui")
+    prepared = turns.prepare(
+        session, [NewMessage(role=Role.USER, content=body.content)], attempt=attempt,
+        request={"stream_options": {"include_usage": True}},  # the usage goes in the trace
+    )  # fmt: skip
     return event_stream(_reply_events(turns.stream(prepared)))

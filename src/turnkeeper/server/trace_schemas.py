@@ -1,0 +1,83 @@
+"""The HTTP shapes of turn traces (`turnkeeper.traces`): what the model saw for one reply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkeeper.traces import TurnTrace, WindowDiff
+
+
+class TraceEntryPublic(BaseModel):
+    """One entry of the window as it was sent."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    role: str
+    content: str
+    tokens: int = Field(description="Tokens of the entry, as counted by the trace's encoding.")
+    kind: str = Field(description="message, marker, summary or pending.")
+    seq: int | None = Field(description="The stored message it renders (null: marker, summary).")
+    author: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class UsagePublic(BaseModel):
+    input_tokens: int
+    output_tokens: int
+
+
+class TracePublic(BaseModel):
+    """What the model saw for the reply at `seq`, how that window was built, and its cost."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    session_id: str
+    seq: int = Field(description="The reply this trace belongs to.")
+    turn_seq: int = Field(description="The turn it answered.")
+    source: str = Field(description="Where the turn came from: chat, proxy, ui or library.")
+    model: str
+    strategy: str
+    budget: int
+    encoding: str
+    kept_seqs: list[int] = Field(description="Stored messages the window carried, in order.")
+    dropped_seqs: list[int]
+    summarized_seqs: list[int]
+    summary_covers_to_seq: int | None = Field(
+        description="The summary checkpoint used (the seq it covers to), if any."
+    )
+    tokens_sent: int = Field(description="Tokens of the window as counted (reply priming too).")
+    usage: UsagePublic | None = Field(description="The upstream's own count, when it sent one.")
+    latency_ms: int = Field(description="From asking the model to its whole answer.")
+    request_id: str | None
+    stream: bool
+    created_at: str
+    window: list[TraceEntryPublic]
+
+    @classmethod
+    def from_domain(cls, trace: TurnTrace) -> TracePublic:
+        return cls.model_validate(trace)
+
+
+class TraceResponse(TracePublic):
+    """A trace, and how its window differs from the previous turn's."""
+
+    previous_seq: int | None = Field(description="The previous traced reply (null: none).")
+    entered: list[TraceEntryPublic] = Field(description="Entries new since the previous window.")
+    left: list[TraceEntryPublic] = Field(description="Entries of the previous window left out.")
+    stayed: int
+
+    @classmethod
+    def of(cls, trace: TurnTrace, previous: TurnTrace | None, diff: WindowDiff) -> TraceResponse:
+        base = TracePublic.from_domain(trace).model_dump()
+        return cls.model_validate(
+            base
+            | {
+                "previous_seq": previous.seq if previous else None,
+                "entered": [TraceEntryPublic.model_validate(e) for e in diff.entered],
+                "left": [TraceEntryPublic.model_validate(e) for e in diff.left],
+                "stayed": diff.stayed,
+            }
+        )

@@ -1,0 +1,50 @@
+"""`turnkeeper trace SESSION SEQ`: what the model saw for a reply, read from the database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import turnkeeper
+from tests.server.live import LiveServer
+from tests.server.upstream import Upstream, make_app
+from turnkeeper import ChatTurns
+from turnkeeper.llm import LLMClient
+
+from .conftest import Cli, one_error_line
+
+
+@pytest.fixture
+def answered(cli: Cli) -> Iterator[Upstream]:
+    """Session `trip` with two turns answered through the library's turn helper."""
+    model = Upstream()
+    with LiveServer(make_app(model)) as live, turnkeeper.open(cli.db) as tk:
+        with ChatTurns(tk, LLMClient(f"{live.url}/v1")) as chat:
+            tk.create_session(key="trip")
+            chat.turn("trip", "Four days in Lisbon.")
+            chat.turn("trip", "Where should we eat?")
+        yield model
+
+
+def test_trace_prints_the_window_and_what_entered(cli: Cli, answered: Upstream) -> None:
+    out = cli.ok("trace", "trip", "4").stdout
+    assert "Where should we eat?" in out and "reply 1 to: Four days in Lisbon." in out
+    assert "since reply #2: 2 entered, 0 left, 1 stayed" in out
+    assert "+ #3 user: Where should we eat?" in out
+
+
+def test_trace_json_is_the_trace_and_the_diff(cli: Cli, answered: Upstream) -> None:
+    trace = cli.json("trace", "trip", "4")
+    assert trace["kept_seqs"] == [1, 2, 3] and trace["previous_seq"] == 2
+    sent = answered.requests[1]["messages"]
+    assert [(e["role"], e["content"]) for e in trace["window"]] == [
+        (m["role"], m["content"]) for m in sent
+    ]
+    assert [e["seq"] for e in trace["entered"]] == [2, 3]
+
+
+def test_a_message_without_a_trace_is_one_error_line(cli: Cli, answered: Upstream) -> None:
+    result = cli("trace", "trip", "3")
+    assert result.exit_code == 1
+    assert "has no trace" in one_error_line(result)

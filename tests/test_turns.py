@@ -1,0 +1,109 @@
+"""The public turn helper, `ChatTurns` / `AsyncChatTurns`, on every backend: a library user
+gets the call-store-trace loop without writing it, and every reply it produces has a trace of
+exactly what the model saw."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from tests.server.live import LiveServer
+from tests.server.upstream import Upstream, make_app
+from turnkeeper import AsyncChatTurns, ChatTurns, TurnOptions
+from turnkeeper.llm import LLMClient
+from turnkeeper.service import Turnkeeper
+from turnkeeper.traces import trace_of, window_diff
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[tuple[Upstream, str]]:
+    state = Upstream()
+    with LiveServer(make_app(state)) as live:
+        yield state, f"{live.url}/v1"
+
+
+@pytest.fixture
+def model(model_server: tuple[Upstream, str]) -> Upstream:
+    state, _ = model_server
+    state.mode = "ok"
+    state.requests.clear()
+    state.headers.clear()
+    return state
+
+
+@pytest.fixture
+def chat(tk: Turnkeeper, model_server: tuple[Upstream, str]) -> Iterator[ChatTurns]:
+    with ChatTurns(tk, LLMClient(model_server[1], timeout=5, backoff=0.01)) as turns:
+        yield turns
+
+
+def test_a_turn_stores_the_reply_and_a_trace_of_the_exact_window_sent(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="trip")
+    tk.append("trip", "system", "You plan trips.")
+    first = chat.turn("trip", "Four days in Lisbon.")
+    second = chat.turn("trip", "Where should we eat?")
+    assert second.content == "reply 2 to: Where should we eat?"
+    assert second.trace is not None and second.trace.seq == second.reply.seq == 5
+    stored, previous = trace_of(tk, "trip", 5)
+    assert stored == second.trace
+    assert previous == first.trace
+    assert stored.messages() == model.requests[1]["messages"]  # re-rendered, exactly as sent
+    assert stored.kept_seqs == [1, 2, 3, 4] and stored.turn_seq == 4
+    assert stored.source == "library" and stored.model == model.requests[1]["model"]
+    assert stored.usage is not None
+    assert stored.usage["output_tokens"] == len(second.content.split())
+    diff = window_diff(previous, stored)
+    assert [entry.seq for entry in diff.entered] == [3, 4] and diff.left == []
+
+
+def test_a_trace_says_what_was_dropped_and_what_fell_out_of_the_window(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="long")
+    options = TurnOptions(strategy="sliding_window", max_tokens=160)
+    results = [chat.turn("long", f"message {n} " + "word " * 30, options=options) for n in range(4)]
+    last = results[-1].trace
+    assert last is not None and last.dropped_seqs and last.strategy == "sliding_window"
+    assert last.budget == 160 and last.tokens_sent <= 160
+    diff = window_diff(results[-2].trace, last)
+    left = {entry.seq for entry in diff.left if entry.seq is not None}
+    assert left, "an older turn fell out of the window"
+    assert not left & set(last.kept_seqs)
+    assert {entry.seq for entry in diff.entered if entry.seq} == {last.turn_seq - 1, last.turn_seq}
+
+
+def test_a_replayed_turn_adds_no_trace_and_reset_forgets_them(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="replay")
+    first = chat.turn("replay", "Hi", id="t-1")
+    again = chat.turn("replay", "Hi", id="t-1")
+    assert again.replayed and again.trace is None and len(model.requests) == 1
+    assert trace_of(tk, "replay", first.reply.seq)[0] == first.trace
+    tk.reset_session("replay")
+    with pytest.raises(Exception, match="has no trace"):
+        trace_of(tk, "replay", first.reply.seq)
+
+
+def test_the_async_helper_answers_and_streams_with_traces(
+    tk: Turnkeeper, model_server: tuple[Upstream, str], model: Upstream
+) -> None:
+    tk.create_session(key="async")
+
+    async def talk() -> tuple[str, str]:
+        async with AsyncChatTurns(ChatTurns(tk, LLMClient(model_server[1], timeout=5))) as chat:
+            whole = await chat.turn("async", "Hello")
+            parts = [text async for text in chat.stream_turn("async", "Stream it")]
+            return whole.content, "".join(parts)
+
+    whole, streamed = asyncio.run(talk())
+    assert whole == "reply 1 to: Hello" and streamed == "reply 2 to: Stream it"
+    replies = [m for m in tk.history("async") if m.role.value == "assistant"]
+    assert [m.content for m in replies] == [whole, streamed]
+    trace, previous = trace_of(tk, "async", replies[1].seq)
+    assert trace.stream is True and previous is not None and previous.stream is False
+    assert trace.usage is not None  # the stream asked for usage, and it was kept

@@ -1,0 +1,72 @@
+""" "What the model saw" in a real browser: every assistant reply produced by a chat turn links
+to its trace, the exact window re-rendered, and the diff against the previous turn's window."""
+
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+from tests.server.conftest import Service
+from tests.server.upstream import Upstream
+
+from .conftest import screenshot
+
+
+def window_texts(page: Page, where: str) -> list[str]:
+    return page.locator(f"{where} > .trace-entry .trace-content").all_inner_texts()
+
+
+def test_a_reply_made_in_the_ui_chat_shows_the_window_the_model_saw(
+    as_admin: Page, ui: Service, upstream: Upstream
+) -> None:
+    session = ui.tk.create_session(key="ui-chat", project="alpha", title="Trip")
+    ui.tk.append(session, "system", "You plan trips.")
+    as_admin.goto(f"/sessions/{session.id}")
+    for text in ("Four days in Lisbon.", "Where should we eat?"):
+        as_admin.get_by_label("Your message").fill(text)
+        as_admin.get_by_role("button", name="Send").click()
+        expect(as_admin.locator("#transcript .msg.role-assistant[data-seq]").last).to_contain_text(
+            f"to: {text}"
+        )
+        expect(as_admin.locator("#transcript .msg.pending")).to_have_count(0)
+    as_admin.locator("#m5").get_by_role("link", name="What the model saw").click()
+    expect(as_admin.locator("h1")).to_have_text("What the model saw for reply #5")
+    sent = [m["content"] for m in upstream.requests[1]["messages"]]
+    assert window_texts(as_admin, "#window .trace-window") == sent
+    expect(as_admin.locator("#trace-facts")).to_contain_text("ui · request")
+    expect(as_admin.locator("#trace-facts")).not_to_contain_text("not reported")
+    expect(as_admin.locator("#diff")).to_contain_text("2 entered, 0 fell out, 2 stayed")
+    assert window_texts(as_admin, "#diff .entered") == sent[2:]
+    screenshot(as_admin, "trace")
+
+
+def test_the_diff_shows_what_fell_out_of_a_tight_window(
+    as_admin: Page, ui: Service, upstream: Upstream
+) -> None:
+    with ui.client("b") as beta:  # another project than the default: linked by id, reachable
+        for n in range(3):
+            answer = beta.post(
+                "/v1/sessions/tight/chat",
+                json={"content": f"turn {n} " + "padding " * 40, "create": True,
+                      "strategy": "sliding_window", "max_tokens": 200},
+            )  # fmt: skip
+            assert answer.status_code == 200
+        session_id = answer.json()["session"]["id"]
+    as_admin.goto("/?project=beta")
+    as_admin.get_by_role("link", name="tight").click()
+    as_admin.locator("#m6").get_by_role("link", name="What the model saw").click()
+    expect(as_admin.locator("#trace-facts")).to_contain_text("sliding_window")
+    fell_out = as_admin.locator("#diff .left > .trace-entry[data-seq]")
+    expect(fell_out.first).to_be_visible()
+    dropped = as_admin.locator("#trace-facts a.chip.dropped").all_inner_texts()
+    assert dropped, "the trace lists what was dropped"
+    assert as_admin.url.endswith(f"/sessions/{session_id}/messages/6/trace")
+    as_admin.get_by_role("link", name="reply #4").click()
+    expect(as_admin.locator("h1")).to_have_text("What the model saw for reply #4")
+
+
+def test_a_message_without_a_trace_says_so(as_admin: Page, ui: Service) -> None:
+    session = ui.tk.create_session(key="hand", project="alpha")
+    ui.tk.append(session, "user", "typed by hand")
+    response = as_admin.goto(f"/sessions/{session.id}/messages/1/trace")
+    assert response is not None and response.status == 404
+    expect(as_admin.locator("main")).to_contain_text("has no trace")

@@ -8,7 +8,8 @@
         window = tk.context(session, strategy="sliding_window", max_tokens=8000)
         messages = turnkeeper.to_openai(window)
 
-Everything public is listed in `__all__`.
+Everything public is listed in `__all__`, except `open`: it is called as `turnkeeper.open(...)`,
+and leaving it out of `__all__` keeps `from turnkeeper import *` from shadowing the builtin.
 """
 
 from __future__ import annotations
@@ -104,7 +105,6 @@ __all__ = [
     "Usage",
     "__version__",
     "load_settings",
-    "open",
     "to_anthropic",
     "to_openai",
 ]

@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
-import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -50,6 +49,7 @@ from turnkeeper.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from turnkeeper.logs import get_logger
 
 MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "urn:turnkeeper:problem:"
@@ -69,7 +69,7 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (BackendUnavailable, 503),
 )
 
-log = structlog.get_logger("turnkeeper.server")
+log = get_logger("turnkeeper.server")
 
 
 def status_for(error: TurnkeeperError) -> int:

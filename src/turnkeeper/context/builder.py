@@ -175,7 +175,12 @@ class ContextBuilder:
             messages_included=included,
             messages_dropped=selection.left_out - len(selection.summarized),
             messages_summarized=len(selection.summarized),
-            tokens_used=REPLY_PRIMING + sum(message.tokens for message in selection.messages),
+            # an empty window is no prompt at all: nothing is sent, so no reply priming either
+            tokens_used=(
+                REPLY_PRIMING + sum(message.tokens for message in selection.messages)
+                if selection.messages
+                else 0
+            ),
             budget=budget,
             encoding=self.counter.encoding,
             markers=tuple(m.content for m in selection.messages if m.kind == "marker"),

@@ -43,3 +43,9 @@ def test_every_error_is_a_turnkeeper_error() -> None:
     assert len(exceptions) == 16
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error
+
+
+def test_the_version_is_written_once() -> None:
+    from importlib.metadata import version
+
+    assert turnkeeper.__version__ == version("turnkeeper")

@@ -60,7 +60,7 @@ from turnkeeper.types import (
     Usage,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it (dynamic version)
 
 __all__ = [
     "AgentState",

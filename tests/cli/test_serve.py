@@ -27,15 +27,6 @@ def env(tmp_path: Path) -> dict[str, str]:
     return values | {"PYTHONPATH": path, "TURNKEEPER_CONFIG": os.devnull}
 
 
-def _without(modules: list[str], *args: str) -> list[str]:
-    """The `turnkeeper` command in a Python where `modules` cannot be imported, as after a
-    plain `pip install turnkeeper` without the extras that bring them."""
-    code = f"import sys; sys.modules.update(dict.fromkeys({modules!r})); " + (
-        "from turnkeeper.cli import main; sys.argv[0] = 'turnkeeper'; main()"
-    )
-    return [sys.executable, "-c", code, *args]
-
-
 @contextmanager
 def served(env: dict[str, str], tmp_path: Path, *args: str) -> Iterator[tuple[str, list[str]]]:
     """`turnkeeper serve --no-auth --port 0 ARGS…` running; yields its URL and, once it has
@@ -130,39 +121,4 @@ def test_a_port_in_use_is_one_line_and_nothing_announced(
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"error: port: {port} on 127.0.0.1 is already in use; choose another with --port"
-    ]
-
-
-def test_serve_without_the_server_extra_says_what_to_install(env: dict[str, str]) -> None:
-    result = subprocess.run(
-        _without(["uvicorn", "fastapi"], "serve", "--no-auth"),
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
-        "error: the HTTP service is not installed: pip install 'turnkeeper[server]'"
-    ]
-
-
-def test_the_core_works_without_any_extra(env: dict[str, str], tmp_path: Path) -> None:
-    extras = ["httpx", "fastapi", "uvicorn", "structlog", "redis", "psycopg", "jinja2"]
-    program = (
-        f"import sys; sys.modules.update(dict.fromkeys({extras!r}))\n"
-        "import turnkeeper\n"
-        f"with turnkeeper.open('sqlite:///{tmp_path / 'core.db'}') as tk:\n"
-        "    session, _ = tk.get_or_create_session('k')\n"
-        "    tk.append(session, 'user', 'hello')\n"
-        "    print(len(tk.context(session, strategy='summarize').messages))\n"
-        "try:\n"
-        f"    turnkeeper.open('sqlite:///{tmp_path / 'llm.db'}', summary_model='m')\n"
-        "except turnkeeper.InvalidConfig as exc:\n"
-        "    print(exc)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        "1",
-        "llm_base_url: talking to a model needs httpx: pip install 'turnkeeper[llm]'",
     ]

@@ -1,21 +1,34 @@
-# The two commands a person types: `make run` and `make test`. Each does its own set-up.
+# The two commands a person types: `make run` and `make test`. Each installs what it needs:
+# `make run` only the service (the `server` extra), `make test` the test tooling as well.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH   := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+RUN_STAMP  := $(VENV)/.installed-run-$(HASH)
+TEST_STAMP := $(VENV)/.installed-test-$(HASH)
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+
+PORT ?= 8000
+DB   ?= sqlite:///$(CURDIR)/demo.db
 
 .PHONY: run test bench lint typecheck setup services chromium clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
-	rm -f $(VENV)/.installed-* && touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 
-setup: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e ".[server]"
+	rm -f $(VENV)/.installed-run-* && touch $(RUN_STAMP)
 
-run: setup ## The main job: the CLI demo, then the HTTP service on the embedded SQLite default
-	$(BIN)/turnkeeper demo
-	$(BIN)/turnkeeper serve --no-auth
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e ".[test]"
+	rm -f $(VENV)/.installed-* && touch $(TEST_STAMP) $(RUN_STAMP)
+
+setup: $(TEST_STAMP)
+
+run: $(RUN_STAMP) ## The demo in its own database ($(DB)), then the service on it: make run PORT=9000
+	$(BIN)/turnkeeper demo --db $(DB)
+	$(BIN)/turnkeeper serve --no-auth --db $(DB) --port $(PORT)
 
 lint: setup
 	$(BIN)/ruff check src tests bench
@@ -39,4 +52,5 @@ bench: setup services ## Benchmarks; results go to bench/results/ and the README
 	$(BIN)/python bench/bench_http.py
 
 clean:
+	rm -f demo.db demo.db-wal demo.db-shm
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis test-artifacts

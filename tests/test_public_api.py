@@ -15,13 +15,23 @@ def test_public_names_are_pinned() -> None:
             "SessionExpired", "SessionNotFound", "SessionStats", "SessionStatus", "Settings",
             "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError",
             "Unauthenticated", "UpstreamError", "UpstreamTimeout", "Usage",
-            "__version__", "load_settings", "open", "to_anthropic", "to_openai",
+            "__version__", "load_settings", "to_anthropic", "to_openai",
             # multi-agent conversations and durable summaries
             "AgentState", "ConversationContext", "LLMSummarizer", "Phase", "SummaryCheckpoint",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:
         assert hasattr(turnkeeper, name), name
+    assert callable(turnkeeper.open)  # public, but called qualified
+
+
+def test_star_import_shadows_no_builtin() -> None:
+    import builtins
+
+    namespace: dict[str, object] = {}
+    exec("from turnkeeper import *", namespace)
+    shadowed = sorted(set(namespace) & set(dir(builtins)) - {"__builtins__"})
+    assert shadowed == []
 
 
 def test_every_error_is_a_turnkeeper_error() -> None:
@@ -33,3 +43,9 @@ def test_every_error_is_a_turnkeeper_error() -> None:
     assert len(exceptions) == 16
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error
+
+
+def test_the_version_is_written_once() -> None:
+    from importlib.metadata import version
+
+    assert turnkeeper.__version__ == version("turnkeeper")

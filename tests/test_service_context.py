@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from structlog.testing import capture_logs
 
 from tests.conftest import Clock
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import ContextBudgetExceeded, SessionExpired
+from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.tokens import REPLY_PRIMING, counter_for
 from turnkeeper.types import NewMessage, StrategyName
@@ -94,7 +94,7 @@ def test_sliding_window_reads_only_the_tail_of_a_long_session(tk: Turnkeeper) ->
 
 def test_each_build_logs_conversation_context_loaded(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 40)
-    with capture_logs() as logs:
+    with capture_events() as logs:
         window = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
     events = [log for log in logs if log["event"] == "conversation_context_loaded"]
     assert len(events) == 1

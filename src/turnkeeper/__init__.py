@@ -8,7 +8,8 @@
         window = tk.context(session, strategy="sliding_window", max_tokens=8000)
         messages = turnkeeper.to_openai(window)
 
-Everything public is listed in `__all__`.
+Everything public is listed in `__all__`, except `open`: it is called as `turnkeeper.open(...)`,
+and leaving it out of `__all__` keeps `from turnkeeper import *` from shadowing the builtin.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from turnkeeper.types import (
     Usage,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it (dynamic version)
 
 __all__ = [
     "AgentState",
@@ -114,7 +115,6 @@ __all__ = [
     "WindowDiff",
     "__version__",
     "load_settings",
-    "open",
     "to_anthropic",
     "to_openai",
     "trace_of",

@@ -62,6 +62,13 @@ def default_database_url() -> str:
     return f"sqlite:///{path}"
 
 
+def demo_database_url() -> str:
+    """Where `turnkeeper demo` writes unless given `--db`: its own file beside the default
+    database, so a tour never adds to a user's real conversations."""
+    path = Path(platformdirs.user_data_dir(APP_NAME)) / "demo.db"
+    return f"sqlite:///{path}"
+
+
 def default_config_path() -> Path:
     env = os.environ.get("TURNKEEPER_CONFIG")
     if env:

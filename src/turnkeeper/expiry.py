@@ -24,10 +24,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from turnkeeper import jsonl, metrics
 from turnkeeper.errors import BackendUnavailable, SessionNotFound, TurnkeeperError
+from turnkeeper.logs import get_logger
 from turnkeeper.storage.base import Store
 from turnkeeper.types import ExpiryReport, SessionFilter, SessionStatus
 
@@ -188,7 +187,7 @@ class Sweeper:
         self.interval = interval or tk.settings.cleanup_interval
         self.delete = delete
         self.lock = lock or sweep_lock(tk.store)
-        self._logger = logger or structlog.get_logger("turnkeeper.expiry")
+        self._logger = logger or get_logger("turnkeeper.expiry")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -26,10 +26,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import httpx
-
 from turnkeeper.config import Settings
-from turnkeeper.errors import UpstreamError, UpstreamTimeout
+from turnkeeper.errors import InvalidConfig, UpstreamError, UpstreamTimeout
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise InvalidConfig(
+        "llm_base_url", "talking to a model needs httpx: pip install 'turnkeeper[llm]'"
+    ) from exc
 from turnkeeper.types import Usage
 
 T = TypeVar("T")

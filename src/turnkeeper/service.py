@@ -16,8 +16,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-import structlog
-
 from turnkeeper import expiry, jsonl, metrics
 from turnkeeper.config import Settings
 from turnkeeper.context import conversation
@@ -28,6 +26,7 @@ from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.perspective import EVENT_KEY
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import BackendUnavailable, InvalidInput, SessionExpired, SessionNotFound
+from turnkeeper.logs import get_logger
 from turnkeeper.storage.base import Store
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import (
@@ -79,7 +78,7 @@ MAX_PAGE = 1000
 SUMMARY_TOKENS = 150
 """Longest summary in the conversation context object (seed 003's `max_tokens=150`)."""
 
-_log = structlog.get_logger("turnkeeper.service")
+_log = get_logger("turnkeeper.service")
 
 
 def utcnow() -> datetime:
@@ -360,7 +359,7 @@ class Turnkeeper:
         else:
             report = self.store.expire_sessions(now=now)
         if report.archive_path is not None:
-            structlog.get_logger("turnkeeper.expiry").info(
+            get_logger("turnkeeper.expiry").info(
                 "sessions_archived", path=report.archive_path, sessions=len(report.deleted)
             )
         metrics.SESSIONS_EXPIRED.inc(len(report.expired))

@@ -1,9 +1,12 @@
 """Token counting: exact and offline, with the chat format's per-message overhead.
 
 A budget only means something if it is counted the way the model counts. The exact counters
-are tiktoken encodings built from the BPE rank files that the `bpe-openai` package ships
-(checked against tiktoken's published SHA-256), so nothing is downloaded, ever: plain
-`tiktoken.get_encoding()` would fetch the file on first use and fail on an air-gapped server.
+are tiktoken encodings built by tiktoken's own constructors (`tiktoken_ext.openai_public`: their
+patterns, special tokens and the SHA-256 of each rank file) through its public `Encoding`
+class, with the one thing that would reach the network, reading the BPE rank file, served from
+the copies shipped in this package (`turnkeeper/encodings/`, xz-compressed, 1.7 MB for both) and
+checked against tiktoken's hash. Plain `tiktoken.get_encoding()` would download the file on
+first use and fail on an air-gapped server.
 
 The chat format adds tokens around every message (OpenAI's cookbook: 3 per message, 1 more when
 a `name` is set, 3 to prime the reply); `count_message` includes them, so the sum of a window's
@@ -13,12 +16,12 @@ message counts plus `REPLY_PRIMING` is what the model bills as prompt tokens.
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
-import importlib.util
 import json
+import lzma
 import threading
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,46 +34,10 @@ REPLY_PRIMING = 3
 
 APPROX_ENCODING = "approx_chars4"
 
-_ENDOFTEXT = "<|endoftext|>"
-_ENDOFPROMPT = "<|endofprompt|>"
+EXACT_ENCODINGS = ("cl100k_base", "o200k_base")
+"""The encodings whose rank files ship with turnkeeper (GPT-4 / GPT-3.5; GPT-4o and later)."""
 
-# Regexes and special tokens as published in tiktoken_ext/openai_public.py.
-_CL100K_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-_O200K_PATTERN = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
-
-_ENCODINGS: dict[str, dict[str, Any]] = {
-    "cl100k_base": {
-        "pattern": _CL100K_PATTERN,
-        "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        "special": {
-            _ENDOFTEXT: 100257,
-            "<|fim_prefix|>": 100258,
-            "<|fim_middle|>": 100259,
-            "<|fim_suffix|>": 100260,
-            _ENDOFPROMPT: 100276,
-        },
-    },
-    "o200k_base": {
-        "pattern": _O200K_PATTERN,
-        "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        "special": {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
-    },
-}
-
-EXACT_ENCODINGS = tuple(_ENCODINGS)
+_RANK_FILES = Path(__file__).parent / "encodings"
 
 # Context window of well-known models, by name prefix (longest prefix wins).
 _CONTEXT_WINDOWS: dict[str, int] = {
@@ -150,7 +117,7 @@ class _ChatFormatCounter:
 
 
 class TiktokenCounter(_ChatFormatCounter):
-    """Exact counts with a tiktoken encoding built from bundled, hash-checked rank files."""
+    """Exact counts with a tiktoken encoding built from shipped, hash-checked rank files."""
 
     def __init__(self, encoding: str) -> None:
         self.encoding = encoding
@@ -174,41 +141,42 @@ class ApproxCounter(_ChatFormatCounter):
 _load_lock = threading.Lock()
 
 
-def _bundled_data_dir() -> Path:
-    """Where `bpe-openai` keeps its rank files, found without importing the package (its
-    import loads a native tokenizer we do not use)."""
-    spec = importlib.util.find_spec("bpe_openai")
-    if spec is None or not spec.submodule_search_locations:
-        raise InvalidConfig("token_encoding", "the bpe-openai package is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "data"
+def _shipped_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+    """tiktoken's `load_tiktoken_bpe(url, expected_hash)`, answered from the rank file of the
+    same name shipped in this package instead of a download."""
+    name = url.rsplit("/", 1)[-1]
+    path = _RANK_FILES / f"{name}.xz"
+    if not path.is_file():
+        raise InvalidConfig("token_encoding", f"{name} is not shipped with turnkeeper")
+    raw = lzma.decompress(path.read_bytes())
+    if expected_hash is not None and hashlib.sha256(raw).hexdigest() != expected_hash:
+        raise InvalidConfig("token_encoding", f"the shipped rank file {name} is corrupt")
+    return {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in raw.splitlines() if line)
+    }
+
+
+def _offline(constructor: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """The same constructor, run with `load_tiktoken_bpe` bound to `_shipped_ranks` in a copy
+    of its module's globals (tiktoken's module itself is not touched)."""
+    namespace = {**constructor.__globals__, "load_tiktoken_bpe": _shipped_ranks}
+    return types.FunctionType(constructor.__code__, namespace, constructor.__name__)
 
 
 @cache
 def _load_encoding(name: str) -> Any:
     import tiktoken
+    from tiktoken_ext import openai_public
 
-    spec = _ENCODINGS.get(name)
-    if spec is None:
+    if name not in EXACT_ENCODINGS:
         raise InvalidConfig(
             "token_encoding",
             f"unknown encoding {name!r}; choose one of {', '.join(EXACT_ENCODINGS)}"
             f" or {APPROX_ENCODING}",
         )
     with _load_lock:
-        data = (_bundled_data_dir() / f"{name}.tiktoken.gz").read_bytes()
-        raw = gzip.decompress(data)
-        if hashlib.sha256(raw).hexdigest() != spec["sha256"]:
-            raise InvalidConfig("token_encoding", f"bundled rank file for {name} is corrupt")
-        ranks = {
-            base64.b64decode(token): int(rank)
-            for token, rank in (line.split() for line in raw.splitlines() if line)
-        }
-        return tiktoken.Encoding(
-            name=name,
-            pat_str=spec["pattern"],
-            mergeable_ranks=ranks,
-            special_tokens=spec["special"],
-        )
+        return tiktoken.Encoding(**_offline(openai_public.ENCODING_CONSTRUCTORS[name])())
 
 
 def encoding_for_model(model: str | None, default: str) -> str:
@@ -222,7 +190,7 @@ def encoding_for_model(model: str | None, default: str) -> str:
         name = encoding_name_for_model(model)
     except KeyError:
         return default
-    return name if name in _ENCODINGS else default
+    return name if name in EXACT_ENCODINGS else default
 
 
 def context_window_for_model(model: str | None, default: int) -> int:

@@ -317,7 +317,14 @@ class ContextMessage:
 
 @dataclass(frozen=True, slots=True)
 class ContextReport:
-    """What a context build did; the numbers the `conversation_context_loaded` event logs."""
+    """What a context build did; the numbers the `conversation_context_loaded` event logs.
+
+    `messages_dropped` counts every stored message left out (not summarized). A build reads
+    only the newest messages it needs, so `dropped_seqs` can list only the dropped messages it
+    read; the other `dropped_unread` are all older than those. `tokens_used` is
+    what the window costs as a prompt (reply priming included), 0 for an empty window.
+    `print(report)` shows it all in a few lines.
+    """
 
     strategy: StrategyName
     session_id: str
@@ -338,6 +345,32 @@ class ContextReport:
         """True when anything stored was left out or summarized."""
         return self.messages_dropped > 0 or self.messages_summarized > 0
 
+    @property
+    def dropped_unread(self) -> int:
+        """Dropped messages the build never looked at (all older than every one it did), so
+        not listed in `dropped_seqs`."""
+        return self.messages_dropped - len(self.dropped_seqs)
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.strategy.value} window: {self.messages_included} of "
+            f"{self.messages_in_store} stored messages, {self.tokens_used} / {self.budget} "
+            f"tokens ({self.encoding})",
+            f"  loaded {self.messages_loaded} · included {self.messages_included} · "
+            f"dropped {self.messages_dropped} · summarized {self.messages_summarized}",
+        ]
+        if self.messages_dropped:
+            parts = []
+            if self.dropped_seqs:
+                parts.append(f"seq {_seq_ranges(self.dropped_seqs)}")
+            if self.dropped_unread:
+                parts.append(f"{self.dropped_unread} older ones")
+            lines.append(f"  dropped: {', and '.join(parts)}")
+        if self.summarized_seqs:
+            lines.append(f"  summarized: seq {_seq_ranges(self.summarized_seqs)}")
+        lines.extend(f"  marker: {marker}" for marker in self.markers)
+        return "\n".join(lines)
+
 
 @dataclass(frozen=True, slots=True)
 class ContextWindow:
@@ -345,6 +378,27 @@ class ContextWindow:
 
     messages: tuple[ContextMessage, ...]
     report: ContextReport
+
+    def __str__(self) -> str:
+        lines = [str(self.report), ""]
+        for message in self.messages:
+            where = f"#{message.seq}" if message.seq is not None else message.kind
+            speaker = f"{message.role}:{message.author}" if message.author else str(message.role)
+            text = " ".join(message.content.split())
+            text = text if len(text) <= 72 else text[:71] + "…"
+            lines.append(f"{where:>8}  {speaker:<10} {message.tokens:>5}  {text}")
+        return "\n".join(lines)
+
+
+def _seq_ranges(seqs: tuple[int, ...]) -> str:
+    """`1–3, 7, 9–10` for (1, 2, 3, 7, 9, 10)."""
+    spans: list[list[int]] = []
+    for seq in sorted(seqs):
+        if spans and seq == spans[-1][1] + 1:
+            spans[-1][1] = seq
+        else:
+            spans.append([seq, seq])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
 @dataclass(frozen=True, slots=True)

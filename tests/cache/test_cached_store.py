@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import redis
-import structlog
 from prometheus_client import REGISTRY
 
 import turnkeeper
@@ -24,6 +23,7 @@ from tests.conftest import Clock, make_sqlite_store
 from turnkeeper.cache import CachedStore, SessionLRU, keys
 from turnkeeper.cache.redis_cache import RedisCache
 from turnkeeper.config import Settings
+from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.postgres import PostgresStore
 
@@ -157,7 +157,7 @@ def test_redis_stopped_mid_test_falls_back_to_the_store_warns_once_and_resumes_a
 
     private_redis.stop()
     bypasses = metric("turnkeeper_cache_bypass_total")
-    with structlog.testing.capture_logs() as logs:
+    with capture_events() as logs:
         for i in range(5):
             tk.append(session, "user", f"during the outage {i}")
             assert newest(tk, session.id) == f"during the outage {i}"
@@ -169,7 +169,7 @@ def test_redis_stopped_mid_test_falls_back_to_the_store_warns_once_and_resumes_a
 
     private_redis.start()
     time.sleep(0.3)
-    with structlog.testing.capture_logs() as logs:
+    with capture_events() as logs:
         tk.append(session, "user", "after the restart")
         assert newest(tk, session.id) == "after the restart"
         before = redis_hits()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
+
+from typer.testing import CliRunner
 
 from tests.cli.conftest import Cli, one_error_line
+from turnkeeper.cli import app
 
 # -- gc -------------------------------------------------------------------------------------
 
@@ -111,3 +116,18 @@ def test_demo_run_twice_adds_no_messages_the_second_time(cli: Cli) -> None:
     assert second["session"]["message_count"] == 7
     cli.ok("demo")
     assert len(cli.json("history", "demo-trip-planner")["messages"]) == 7
+
+
+def test_demo_keeps_its_own_database_and_says_where(
+    tmp_path: Path, cli_env: dict[str, str | None]
+) -> None:
+    runner = CliRunner(env={**cli_env, "XDG_DATA_HOME": str(tmp_path / "data")})
+    result = runner.invoke(app, ["demo"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    demo_db = tmp_path / "data" / "turnkeeper" / "demo.db"
+    assert demo_db.exists()
+    assert f"The demo keeps its own database: sqlite:///{demo_db}" in result.stdout
+    assert f"$ turnkeeper history demo-trip-planner --db sqlite:///{demo_db}" in result.stdout
+    assert not (tmp_path / "data" / "turnkeeper" / "turnkeeper.db").exists()
+    listed = runner.invoke(app, ["sessions", "list", "--json"], catch_exceptions=False)
+    assert json.loads(listed.stdout)["sessions"] == []

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from structlog.testing import capture_logs
 
 from tests.context.helpers import APPROX, build, long_chat, msg
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.history import ListHistory
 from turnkeeper.errors import InvalidInput
+from turnkeeper.logs import capture_events
 from turnkeeper.tokens import REPLY_PRIMING, counter_for
 from turnkeeper.types import StrategyName
 
@@ -19,7 +19,7 @@ EXACT = counter_for("cl100k_base")
 
 def test_each_build_logs_one_conversation_context_loaded_event() -> None:
     history = long_chat(40)
-    with capture_logs() as logs:
+    with capture_events() as logs:
         window = build(history, "sliding_window", budget=200)
     assert logs == [
         {

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from structlog.testing import capture_logs
 
 from tests.conftest import Clock, make_sqlite_store
 from tests.context.helpers import Failing
@@ -18,6 +17,7 @@ from turnkeeper import metrics
 from turnkeeper.config import Settings
 from turnkeeper.context.strategies import SUMMARY_PREFIX
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
+from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.tokens import TokenCounter
 from turnkeeper.types import Message, NewMessage, Session
@@ -149,7 +149,7 @@ def test_a_failing_summarizer_falls_back_to_the_sliding_window_result(
         tk.append(session, "system", "You are helpful.")
     _questions(tk, session)
     before = metrics.SUMMARY_FAILURES._value.get()  # type: ignore[attr-defined]
-    with capture_logs() as logs:
+    with capture_events() as logs:
         window = tk.context(session, strategy="summarize", max_tokens=800, keep_recent=10)
     sliding = tk.context(session, strategy="sliding_window", max_tokens=800)
     assert window.messages == sliding.messages

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from tests.conftest import Clock
 from turnkeeper.cache import CachedStore, SessionLRU
@@ -19,6 +18,7 @@ from turnkeeper.context.conversation import (
     planner_context,
 )
 from turnkeeper.errors import BackendUnavailable
+from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.sqlite import SQLiteStore
 from turnkeeper.types import Message, NewMessage
@@ -116,7 +116,7 @@ def test_an_unreachable_store_gives_the_empty_context_and_logs(
     tk = Turnkeeper(store, settings, clock=clock)
     tk.create_session(key="conv-1")
     store.broken = True
-    with capture_logs() as logs:
+    with capture_events() as logs:
         context = tk.conversation_context("conv-1")
     assert context == ConversationContext.empty("conv-1")
     assert context.as_dict() == {

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-import structlog
 from fastapi import FastAPI
 
 import turnkeeper
@@ -33,10 +32,9 @@ PROJECTS = {"a": "alpha", "b": "beta"}
 @pytest.fixture(scope="package", autouse=True)
 def json_logs() -> Iterator[None]:
     """The service's own logging, as `turnkeeper serve` sets it up; restored afterwards."""
-    saved = structlog.get_config()
-    configure_logging()
+    restore = configure_logging(log_format="json")
     yield
-    structlog.configure(**saved)
+    restore()
 
 
 @pytest.fixture(scope="package")

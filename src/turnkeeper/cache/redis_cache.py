@@ -15,10 +15,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-import structlog
-
 from turnkeeper import metrics
 from turnkeeper.errors import InvalidConfig
+from turnkeeper.logs import get_logger
 
 try:
     import redis
@@ -55,7 +54,7 @@ class RedisCache:
             retry=Retry(NoBackoff(), 0),  # no retries: a slow Redis must not slow requests
             health_check_interval=0,
         )
-        self._logger = logger or structlog.get_logger("turnkeeper.cache")
+        self._logger = logger or get_logger("turnkeeper.cache")
         self._lock = threading.Lock()
         self._down = False
         self._down_until = 0.0

@@ -2,18 +2,36 @@
 
 `main()` is the console-script entry point; `app` is the typer app (for `typer.testing`).
 Importing the command modules registers their commands on `app`.
+
+The command line is the `cli` extra (typer and rich), as httpx does it, so the library stays
+light: without it, `turnkeeper` says what to install instead of failing on an import.
 """
 
 from __future__ import annotations
 
-from turnkeeper.cli import admin, agents, messages, server, sessions, trace, transfer
-from turnkeeper.cli.app import app
+import sys
+from typing import Any
+
+CLI_PACKAGES = frozenset({"typer", "click", "rich"})
+MISSING_CLI = "error: the turnkeeper command line is not installed: pip install 'turnkeeper[cli]'"
+
+try:
+    from turnkeeper.cli import admin, agents, messages, server, sessions, trace, transfer
+    from turnkeeper.cli.app import app
+except ModuleNotFoundError as exc:  # the library without its `cli` extra
+    if (exc.name or "").split(".")[0] not in CLI_PACKAGES:
+        raise
+    app: Any = None  # type: ignore[no-redef]
+    _COMMAND_MODULES: tuple[Any, ...] = ()
+else:
+    _COMMAND_MODULES = (admin, agents, messages, server, sessions, trace, transfer)
 
 __all__ = ["app", "main"]
-
-_COMMAND_MODULES = (admin, agents, messages, server, sessions, trace, transfer)
 
 
 def main() -> None:
     """Run the CLI on `sys.argv` and exit with its status (0 ok, 1 error, 2 usage error)."""
+    if app is None:
+        print(MISSING_CLI, file=sys.stderr)
+        raise SystemExit(1)
     app(prog_name="turnkeeper")

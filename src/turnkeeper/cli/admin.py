@@ -18,6 +18,7 @@ from turnkeeper.cli.app import (
     open_ctx,
     parse_timedelta,
 )
+from turnkeeper.config import demo_database_url
 from turnkeeper.context.formats import to_openai
 from turnkeeper.types import NewMessage, StrategyName
 
@@ -106,11 +107,14 @@ DEMO_TURNS = (
 def demo(db: DbOption = None, json_output: JsonOption = False) -> None:
     """A short guided tour: a session, a few turns, and the windows strategies build from them.
 
-    Safe to run again: the demo's messages have fixed ids, so a second run adds nothing.
+    It keeps its own database (demo.db beside the default one) unless given --db, and is safe
+    to run again: the demo's messages have fixed ids, so a second run adds nothing.
     """
+    db = db or demo_database_url()
     with open_ctx(db, json_output) as ctx:
         tk, out = ctx.tk, ctx.out
-        where = f" --db {shlex.quote(db)}" if db else ""
+        where = f" --db {shlex.quote(db)}"
+        out.note(f"The demo keeps its own database: [bold]{ctx.tk.store.url}[/] (--db to choose).")
         out.command(
             f"turnkeeper sessions create --key {DEMO_KEY} --title 'Lisbon trip' --ttl never"
             f" --get-or-create{where}"
@@ -132,7 +136,9 @@ def demo(db: DbOption = None, json_output: JsonOption = False) -> None:
             + ("." if added else " (their ids are fixed, so a second run adds none).")
         )
         if out.json:
-            out.document({"session": tk.get_session(session), "messages_added": added})
+            out.document(
+                {"session": tk.get_session(session), "messages_added": added, "database": db}
+            )
             return
         _tour(ctx, where)
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-import structlog
 import typer
 from typer.core import TyperGroup
 
@@ -29,6 +28,7 @@ import turnkeeper
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import UNSET
 
@@ -66,22 +66,22 @@ class TurnkeeperGroup(TyperGroup):
 
 @contextmanager
 def _logs_to_stderr() -> Iterator[None]:
-    """While a command runs, library log events (e.g. `conversation_context_loaded`) go to
-    stderr, warnings and worse only, so stdout carries nothing but the command's output. The
-    previous structlog configuration is restored afterwards (the CLI may run in-process)."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=False,
-    )
+    """While a command runs, library warnings and worse go to stderr as one `warning: event
+    key=value …` line each, so stdout carries nothing but the command's output. Logging is
+    restored afterwards (the CLI may run in-process)."""
+    restore = snapshot(ROOT)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LevelPrefix())
+    send_to(handler, logging.WARNING, ROOT)
     try:
         yield
     finally:
-        if configured:
-            structlog.configure(**saved)
-        else:
-            structlog.reset_defaults()
+        restore()
+
+
+class _LevelPrefix(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {super().format(record)}"
 
 
 def _fail(message: str, code: int) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+import logging
 from typing import Annotated
 
 import typer
@@ -13,6 +15,19 @@ from turnkeeper.types import ApiKey
 
 keys = typer.Typer(help="Make, list and revoke API keys of the HTTP service.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
+
+
+class LogLevel(enum.StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+class LogFormat(enum.StrEnum):
+    auto = "auto"
+    console = "console"
+    json = "json"
 
 
 @app.command("serve")
@@ -30,29 +45,31 @@ def serve(
         bool,
         typer.Option("--no-auth", help="Serve without API keys (loopback addresses only)."),
     ] = False,
+    log_level: Annotated[
+        LogLevel, typer.Option("--log-level", help="Least severe log lines shown.")
+    ] = LogLevel.info,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option("--log-format",
+                     help="Log lines as JSON, or readable console lines; auto: console on a "
+                     "terminal, JSON otherwise."),
+    ] = LogFormat.auto,
     db: DbOption = None,
 ) -> None:  # fmt: skip
-    """Run the HTTP service: REST under /v1, the chat turn, the OpenAI-compatible proxy."""
-    import uvicorn
-
-    from turnkeeper.server.app import check_bind, create_app
+    """Run the HTTP service: the web UI at /, REST under /v1, the chat turn, the
+    OpenAI-compatible proxy."""
+    from turnkeeper.server import run  # first: without the server extra, this names it
     from turnkeeper.server.observability import configure_logging
 
     settings = load_settings(database_url=db, host=host, port=port, auth=False if no_auth else None)
-    check_bind(settings)
-    configure_logging()
-    url = f"http://{settings.host}:{settings.port}"
-    typer.echo(f"turnkeeper is serving on {url} (API docs: {url}/docs)", err=True)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        access_log=False,  # the service logs each request itself, as JSON with its request id
-        log_config=None,
-        # longer than uvicorn's 5 s, so a client (or proxy) reusing a pooled connection does not
-        # race the server closing it
-        timeout_keep_alive=75,
+    sock = run.bind(settings)
+    configure_logging(logging.getLevelNamesMapping()[log_level.upper()], log_format.value)
+    url = run.url_of(sock)
+    typer.echo(
+        f"turnkeeper is serving on {url}\n  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C",
+        err=True,
     )
+    run.serve(settings, sock)
 
 
 def _key_record(key: ApiKey) -> dict[str, object]:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import structlog
-
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
 from turnkeeper.context.strategies import Selection, strategy_for
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
 from turnkeeper.context.units import Turns
 from turnkeeper.errors import InvalidInput
+from turnkeeper.logs import get_logger
 from turnkeeper.tokens import REPLY_PRIMING, TokenCounter
 from turnkeeper.types import (
     ContextMessage,
@@ -32,7 +31,8 @@ EVENT = "conversation_context_loaded"
 
 
 class EventLogger(Protocol):
-    """The one logger method the builder uses (any structlog bound logger has it)."""
+    """The one logger method the builder uses (`turnkeeper.logs.EventLogger` and any structlog bound logger
+    have it)."""
 
     def info(self, event: str, /, **fields: Any) -> Any: ...
 
@@ -55,7 +55,7 @@ class ContextBuilder:
         self.counter = counter
         self.stored_encoding = stored_encoding
         self.summarizer = summarizer or ExtractiveSummarizer()
-        self.logger: EventLogger = logger or structlog.get_logger("turnkeeper.context")
+        self.logger: EventLogger = logger or get_logger("turnkeeper.context")
 
     def build(
         self,
@@ -175,7 +175,12 @@ class ContextBuilder:
             messages_included=included,
             messages_dropped=selection.left_out - len(selection.summarized),
             messages_summarized=len(selection.summarized),
-            tokens_used=REPLY_PRIMING + sum(message.tokens for message in selection.messages),
+            # an empty window is no prompt at all: nothing is sent, so no reply priming either
+            tokens_used=(
+                REPLY_PRIMING + sum(message.tokens for message in selection.messages)
+                if selection.messages
+                else 0
+            ),
             budget=budget,
             encoding=self.counter.encoding,
             markers=tuple(m.content for m in selection.messages if m.kind == "marker"),

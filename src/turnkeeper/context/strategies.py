@@ -18,18 +18,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import structlog
-
 from turnkeeper import metrics
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.context.units import Turns, Unit
 from turnkeeper.errors import ContextBudgetExceeded, InvalidInput
+from turnkeeper.logs import get_logger
 from turnkeeper.tokens import REPLY_PRIMING, TokenCounter
 from turnkeeper.types import ContextMessage, Message, Role, StrategyName
 
 SUMMARY_PREFIX = "Previous conversation summary: "
 
-_log = structlog.get_logger("turnkeeper.context")
+_log = get_logger("turnkeeper.context")
 
 Marker = Callable[[int], str]
 

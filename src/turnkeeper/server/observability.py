@@ -1,12 +1,17 @@
 """Logs and metrics of the HTTP service.
 
-- Logs are structlog JSON lines on stderr. The request middleware binds a request id (the
-  client's `X-Request-ID` when it sends a sane one, else a new one) into structlog's context
-  variables, so every line logged while serving that request carries it, including the
-  core's `conversation_context_loaded` event; the id is echoed back in `X-Request-ID`.
+- The service logs through standard `logging`, like the rest of turnkeeper (see
+  `turnkeeper.logs`). `configure_logging`, called where turnkeeper owns the process (`turnkeeper
+  serve`, tests), renders those records and uvicorn's with structlog: human-readable on a
+  terminal, JSON lines otherwise. An app embedded in someone else's server logs nothing unless
+  its host configures logging.
+- The request middleware binds a request id (the client's `X-Request-ID` when it sends a sane
+  one, else a new one) into structlog's context variables, so every line logged while serving
+  that request carries it, including the core's `conversation_context_loaded` event; the id is
+  echoed back in `X-Request-ID`.
 - Metrics are the named objects in `turnkeeper.metrics`. Context builds are counted from the
-  `conversation_context_loaded` event itself (a structlog processor), so the core stays free
-  of metrics code and no build can go uncounted.
+  `conversation_context_loaded` event itself (a filter on the `turnkeeper.context` logger), so
+  the core stays free of metrics code and no build goes uncounted whatever the log level.
 """
 
 from __future__ import annotations
@@ -16,68 +21,93 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import MutableMapping, Sequence
-from typing import Any
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import Any, Literal
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from turnkeeper import metrics
 from turnkeeper.context.builder import EVENT as CONTEXT_EVENT
+from turnkeeper.logs import ROOT, LogEvent, get_logger, send_to, snapshot
 from turnkeeper.types import Message as StoredMessage
 from turnkeeper.types import Session
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
-log = structlog.get_logger("turnkeeper.server")
+LogFormat = Literal["auto", "console", "json"]
+LOG_FORMATS: tuple[LogFormat, ...] = ("auto", "console", "json")
+
+_CONTEXT_LOGGER = f"{ROOT}.context"
+_SERVED_LOGGERS = (ROOT, "uvicorn", "uvicorn.error")
+
+log = get_logger("turnkeeper.server")
 
 
-def count_context_builds(
+class ContextBuildCounter(logging.Filter):
+    """Counts every `conversation_context_loaded` event (one context build); passes all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = record.msg
+        if isinstance(event, LogEvent) and event.event == CONTEXT_EVENT:
+            strategy = str(event.fields.get("strategy", "unknown"))
+            metrics.CONTEXT_BUILDS.labels(strategy).inc()
+            if event.fields.get("messages_truncated"):
+                metrics.CONTEXT_TRUNCATIONS.labels(strategy).inc()
+        return True
+
+
+def spread_event(
     logger: Any, method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    """structlog processor: every `conversation_context_loaded` event is one context build."""
-    if event_dict.get("event") == CONTEXT_EVENT:
-        strategy = str(event_dict.get("strategy", "unknown"))
-        metrics.CONTEXT_BUILDS.labels(strategy).inc()
-        if event_dict.get("messages_truncated"):
-            metrics.CONTEXT_TRUNCATIONS.labels(strategy).inc()
+    """structlog processor: a turnkeeper `LogEvent` record becomes its event name and fields."""
+    record = event_dict.get("_record")
+    message = getattr(record, "msg", None)
+    if isinstance(message, LogEvent):
+        event_dict.update(message.fields)
+        event_dict["event"] = message.event
     return event_dict
 
 
-def configure_logging(level: int = logging.INFO) -> None:
-    """JSON lines on stderr for structlog and the standard library (uvicorn's own logs)."""
-    shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        count_context_builds,
-        structlog.stdlib.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    structlog.configure(
-        processors=[
-            *shared,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=False,
+def configure_logging(
+    level: int = logging.INFO, log_format: LogFormat = "auto"
+) -> Callable[[], None]:
+    """turnkeeper's and uvicorn's records at `level` and above go to stderr: JSON lines, or
+    human-readable console lines (`auto`: console on a terminal, JSON otherwise). Returns a
+    function that restores logging as it was."""
+    restore = snapshot(*_SERVED_LOGGERS, _CONTEXT_LOGGER)
+    if log_format == "auto":
+        log_format = "console" if sys.stderr.isatty() else "json"
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if log_format == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
+            foreign_pre_chain=[
+                spread_event,
+                structlog.contextvars.merge_contextvars,
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.JSONRenderer(),
+                *([structlog.processors.format_exc_info] if log_format == "json" else []),
+                renderer,
             ],
         )
     )
-    for name in ("uvicorn", "uvicorn.error"):
-        stdlib = logging.getLogger(name)
-        stdlib.handlers = [handler]
-        stdlib.propagate = False
-        stdlib.setLevel(level)
+    send_to(handler, level, *_SERVED_LOGGERS)
+    # Builds are counted at any log level: the context logger passes info events to the
+    # counter, and the handler's level decides what is printed.
+    context = logging.getLogger(_CONTEXT_LOGGER)
+    context.setLevel(min(level, logging.INFO))
+    context.addFilter(ContextBuildCounter())
+    return restore
 
 
 # -- what the core stored -------------------------------------------------------------------

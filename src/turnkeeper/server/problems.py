@@ -40,7 +40,6 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
-import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -60,6 +59,7 @@ from turnkeeper.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from turnkeeper.logs import get_logger
 
 MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "urn:turnkeeper:problem:"
@@ -79,7 +79,7 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (BackendUnavailable, 503),
 )
 
-log = structlog.get_logger("turnkeeper.server")
+log = get_logger("turnkeeper.server")
 
 
 OPENAI_PATHS = frozenset({"/v1/chat/completions"})

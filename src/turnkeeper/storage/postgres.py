@@ -52,6 +52,7 @@ from turnkeeper.types import (
 
 try:
     import psycopg
+    import psycopg.sql
     from psycopg.rows import DictRow, dict_row
     from psycopg.types.json import Jsonb
     from psycopg_pool import ConnectionPool, PoolTimeout
@@ -89,6 +90,26 @@ POSTGRES = Dialect(encode_ts=_aware, decode_ts=_as_utc, encode_json=Jsonb, decod
 def _pg(query: str) -> str:
     """The shared `?`-placeholder SQL in psycopg's `%s` style."""
     return query.replace("%", "%%").replace("?", "%s")
+
+
+def search_path(setting: str) -> list[str]:
+    """The schema names of a `search_path` setting, in order: `"$user", Tenant_A, "Mixed"`
+    gives `["$user", "tenant_a", "Mixed"]` (unquoted names fold to lower case, as in SQL)."""
+    names: list[str] = []
+    rest = setting.strip()
+    while rest:
+        if rest.startswith('"'):
+            end = rest.index('"', 1)
+            while rest[end + 1 : end + 2] == '"':  # a doubled quote is a quote in the name
+                end = rest.index('"', end + 2)
+            names.append(rest[1:end].replace('""', '"'))
+            rest = rest[end + 1 :].strip().removeprefix(",")
+        else:
+            name, _, rest = rest.partition(",")
+            if name.strip():
+                names.append(name.strip().lower())
+        rest = rest.strip()
+    return names
 
 
 def redact(url: str) -> str:
@@ -189,6 +210,7 @@ class PostgresStore(sql.SQLReads):
             return
         with self._tx() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            self._create_schema(cur)
             current = self._version(cur)  # another process may have migrated meanwhile
             for migration in MIGRATIONS:
                 if current < migration.version <= target_version:
@@ -198,6 +220,31 @@ class PostgresStore(sql.SQLReads):
                         "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.version, migration.name),
                     )
+
+    def _create_schema(self, cur: Cursor) -> None:
+        """Create the schema the URL's `search_path` names when none of it exists yet (a new
+        tenant), rather than fail with PostgreSQL's "no schema has been selected to create in"."""
+        row = cur.execute(
+            "SELECT current_schema() AS current, current_setting('search_path') AS path,"
+            " current_user AS role"
+        ).fetchone()
+        if row is None or row["current"] is not None:
+            return
+        names = [row["role"] if name == "$user" else name for name in search_path(row["path"])]
+        if not names:
+            raise InvalidConfig("database_url", "the search_path names no schema to keep tables in")
+        try:
+            cur.execute(
+                psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    psycopg.sql.Identifier(names[0])
+                )
+            )
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise InvalidConfig(
+                "database_url",
+                f"schema {names[0]!r} (from the search_path) does not exist and"
+                f" {row['role']!r} may not create it: {exc.diag.message_primary}",
+            ) from None
 
     @staticmethod
     def _version(cur: Cursor) -> int:

@@ -1,0 +1,124 @@
+"""`turnkeeper serve` as a real process: its banner, its log formats and levels, a port that is
+taken, and what a plain install without the `server` extra says."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    values = {key: value for key, value in os.environ.items() if not key.startswith("TURNKEEPER_")}
+    path = os.pathsep.join(filter(None, [str(ROOT / "src"), values.get("PYTHONPATH")]))
+    return values | {"PYTHONPATH": path, "TURNKEEPER_CONFIG": os.devnull}
+
+
+@contextmanager
+def served(env: dict[str, str], tmp_path: Path, *args: str) -> Iterator[tuple[str, list[str]]]:
+    """`turnkeeper serve --no-auth --port 0 ARGS…` running; yields its URL and, once it has
+    stopped, the lines it wrote to stderr are in the list."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", "0",
+         "--db", f"sqlite:///{tmp_path / 'served.db'}", *args],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        lines.append(first.rstrip("\n"))
+        match = re.search(r"serving on (http://\S+)", first)
+        assert match, first
+        url = match.group(1)
+        for _ in range(200):
+            try:
+                httpx.get(f"{url}/healthz")
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield url, lines
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        assert process.stderr is not None
+        lines.extend(process.stderr.read().splitlines())  # after what `readline` buffered
+        process.stderr.close()
+
+
+def _traffic(url: str) -> None:
+    httpx.post(f"{url}/v1/sessions", json={"key": "k"})
+    httpx.post(f"{url}/v1/sessions/k/messages", json={"role": "user", "content": "hi"})
+    httpx.get(f"{url}/v1/sessions/k/context")
+
+
+def test_the_banner_names_the_web_ui_and_the_api_docs(env: dict[str, str], tmp_path: Path) -> None:
+    with served(env, tmp_path) as (url, lines):
+        assert httpx.get(f"{url}/", follow_redirects=True).status_code == 200
+    assert lines[0] == f"turnkeeper is serving on {url}"
+    assert lines[1].split() == ["web", "UI:", f"{url}/", "API", "docs:", f"{url}/docs", "stop:",
+                                "Ctrl-C"]  # fmt: skip
+
+
+def test_logs_are_json_lines_off_a_terminal(env: dict[str, str], tmp_path: Path) -> None:
+    with served(env, tmp_path) as (url, lines):
+        _traffic(url)
+    records = [json.loads(line) for line in lines[2:]]
+    requests = [r["path"] for r in records if r["event"] == "http_request"]
+    assert requests[-3:] == ["/v1/sessions", "/v1/sessions/k/messages", "/v1/sessions/k/context"]
+    built = next(r for r in records if r["event"] == "conversation_context_loaded")
+    assert built["logger"] == "turnkeeper.context" and built["level"] == "info"
+    assert built["strategy"] == "sliding_window" and built["request_id"]
+
+
+def test_console_logs_are_readable_lines(env: dict[str, str], tmp_path: Path) -> None:
+    with served(env, tmp_path, "--log-format", "console") as (url, lines):
+        _traffic(url)
+    logged = lines[2:]
+    assert logged and not any(line.startswith("{") for line in logged)
+    built = next(line for line in logged if "conversation_context_loaded" in line)
+    assert "[info" in built and "strategy=sliding_window" in built
+
+
+def test_log_level_hides_lesser_lines_but_every_build_is_still_counted(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    with served(env, tmp_path, "--log-level", "warning") as (url, lines):
+        _traffic(url)
+        metrics = httpx.get(f"{url}/metrics").text
+        missing = httpx.get(f"{url}/v1/sessions/nope")
+    assert missing.status_code == 404
+    assert 'turnkeeper_context_builds_total{strategy="sliding_window"} 1.0' in metrics
+    assert [json.loads(line)["level"] for line in lines[2:]] in ([], ["warning"])
+    assert not any('"info"' in line for line in lines[2:])
+
+
+def test_a_port_in_use_is_one_line_and_nothing_announced(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", str(port),
+             "--db", f"sqlite:///{tmp_path / 'x.db'}"],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: port: {port} on 127.0.0.1 is already in use; choose another with --port"
+    ]

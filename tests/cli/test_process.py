@@ -157,3 +157,23 @@ def test_delete_with_global_json_needs_no_confirmation(env: dict[str, str], db: 
     result = run(env, "--json", "--db", db, "sessions", "delete", "k")
     assert result.returncode == 0, result.stderr
     assert "deleted" in json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("columns", ["80", "50"])
+def test_sessions_list_never_splits_an_id_or_a_key(
+    env: dict[str, str], db: str, columns: str
+) -> None:
+    keys = ["support-ticket-4711-follow-up", "k", "x" * 45]
+    for key in keys:
+        assert run(env, "add", key, "hi", "--db", db).returncode == 0
+    env["COLUMNS"] = columns
+    listed = run(env, "sessions", "list", "--db", db)
+    ids = [
+        s["id"]
+        for s in json.loads(run(env, "sessions", "list", "--db", db, "--json").stdout)["sessions"]
+    ]
+    rows = listed.stdout.splitlines()
+    for key, session_id in zip(reversed(keys), ids, strict=True):
+        assert any(row.split()[:2] == [session_id, key] for row in rows), listed.stdout
+    if columns == "80":  # what does not fit is left out whole, from the right
+        assert rows[1].split() == ["id", "key", "status"]

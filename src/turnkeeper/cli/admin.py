@@ -64,7 +64,7 @@ def gc(
 def stats(
     session: Annotated[
         str | None,
-        typer.Argument(metavar="[SESSION]", help="A session id or key (default: per project)."),
+        typer.Argument(metavar="SESSION", help="A session id or key (default: per project)."),
     ] = None,
     project: ProjectOption = None,
     db: DbOption = None,

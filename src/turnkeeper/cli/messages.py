@@ -49,7 +49,7 @@ def add(
         ),
     ],
     text: Annotated[
-        str, typer.Argument(metavar="[TEXT | -]", help="The content; - or nothing reads stdin.")
+        str, typer.Argument(metavar="TEXT|-", help="The content; - or nothing reads stdin.")
     ] = "-",
     role: Annotated[
         str, typer.Option("--role", metavar="ROLE", help="system, user, assistant or tool.")

@@ -29,7 +29,7 @@ def export(
     ],
     sessions: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[SESSION]...", help="Sessions to export (default: all)."),
+        typer.Argument(metavar="SESSION", help="Sessions to export (default: all)."),
     ] = None,
     project: ProjectOption = None,
     db: DbOption = None,
@@ -61,7 +61,7 @@ def import_(
     source: Annotated[
         Path | None,
         typer.Argument(
-            metavar="[FILE|DIR]",
+            metavar="FILE|DIR",
             help="A turnkeeper export (.jsonl), or seed 002's session files (a .json file or a "
             "directory holding .dagent-worktrees). Not needed with --source-db.",
             exists=True,

@@ -102,6 +102,10 @@ def _relative(value: datetime | None, *, missing: str = "-") -> str:
     return f"in {amount}" if seconds > 0 else f"{amount} ago"
 
 
+def _count(n: int) -> str:
+    return f"{n} session" + ("" if n == 1 else "s")
+
+
 def _preview(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -441,19 +445,20 @@ class Output:
 
     # -- admin ------------------------------------------------------------------------------
 
-    def expiry(self, report: ExpiryReport, *, delete: bool) -> None:
+    def expiry(self, report: ExpiryReport, *, delete: bool, dry_run: bool = False) -> None:
+        """Counts for people (ids only in JSON: a sweep may touch thousands of sessions)."""
         if self.json:
-            self.document(report)
+            self.document({**jsonable(report), "dry_run": dry_run})
             return
-        self.console.print(f"Expired {len(report.expired)} sessions.")
-        for session_id in report.expired:
-            self.console.print(f"  [red]expired[/] {session_id}")
-        if delete:
-            self.console.print(f"Deleted {len(report.deleted)} expired sessions.")
-            for session_id in report.deleted:
-                self.console.print(f"  [red]deleted[/] {session_id}")
+        expired, deleted = _count(len(report.expired)), _count(len(report.deleted))
+        if dry_run:
+            line = f"Would expire {expired}" + (f" and delete {deleted}" if delete else "")
+            self.console.print(f"{line}; nothing was changed (--json lists them).")
+            return
+        line = f"Expired {expired}" + (f", deleted {deleted}" if delete else "")
         if report.archive_path is not None:
-            self.console.print(f"Archived them to {report.archive_path}")
+            line += f" (archived to {report.archive_path})"
+        self.console.print(Text(line + "."), soft_wrap=True)
 
     def session_stats(self, stats: SessionStats) -> None:
         if self.json:

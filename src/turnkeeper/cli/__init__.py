@@ -6,12 +6,12 @@ Importing the command modules registers their commands on `app`.
 
 from __future__ import annotations
 
-from turnkeeper.cli import admin, agents, messages, server, sessions, transfer
+from turnkeeper.cli import admin, agents, chat, messages, server, sessions, transfer
 from turnkeeper.cli.app import app
 
 __all__ = ["app", "main"]
 
-_COMMAND_MODULES = (admin, agents, messages, server, sessions, transfer)
+_COMMAND_MODULES = (admin, agents, chat, messages, server, sessions, transfer)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from turnkeeper import jsonl, metrics
 from turnkeeper.errors import BackendUnavailable, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import get_logger
 from turnkeeper.storage.base import Store
-from turnkeeper.types import ExpiryReport, SessionFilter, SessionStatus
+from turnkeeper.types import ExpiryReport, Session, SessionFilter, SessionStatus
 
 if TYPE_CHECKING:
     from turnkeeper.service import Turnkeeper
@@ -42,13 +42,37 @@ SweepLock = Callable[[], AbstractContextManager[bool]]
 
 def expired_before(store: Store, cutoff: datetime) -> list[str]:
     """Ids of expired sessions whose expiry (or, lacking one, last activity) is <= `cutoff`."""
+    return _ids_where(
+        store, SessionStatus.EXPIRED, lambda s: (s.expires_at or s.updated_at) <= cutoff
+    )
+
+
+def plan(store: Store, *, now: datetime, grace: timedelta | None) -> ExpiryReport:
+    """What a run would do, changing nothing (`gc --dry-run`): the active sessions it would
+    mark expired and, with a `grace` (a deleting run), the sessions it would delete."""
+    due = _ids_where(
+        store, SessionStatus.ACTIVE, lambda s: s.expires_at is not None and s.expires_at <= now
+    )
+    if grace is None:
+        return ExpiryReport(expired=tuple(due))
+    cutoff = now - grace
+    gone = set(expired_before(store, cutoff))
+    gone.update(
+        _ids_where(
+            store,
+            SessionStatus.ACTIVE,
+            lambda s: s.expires_at is not None and s.expires_at <= cutoff,
+        )
+    )
+    return ExpiryReport(expired=tuple(due), deleted=tuple(sorted(gone)))
+
+
+def _ids_where(store: Store, status: SessionStatus, wanted: Callable[[Session], bool]) -> list[str]:
     ids: list[str] = []
     cursor: str | None = None
     while True:
-        page = store.list_sessions(
-            SessionFilter(status=SessionStatus.EXPIRED), limit=500, cursor=cursor
-        )
-        ids.extend(s.id for s in page.items if (s.expires_at or s.updated_at) <= cutoff)
+        page = store.list_sessions(SessionFilter(status=status), limit=500, cursor=cursor)
+        ids.extend(s.id for s in page.items if wanted(s))
         if page.next_cursor is None:
             return sorted(ids)
         cursor = page.next_cursor

@@ -338,9 +338,11 @@ class Turnkeeper:
         grace: timedelta | None = None,
         archive_dir: Path | None = None,
         progress: Callable[[str], None] | None = None,
+        dry_run: bool = False,
     ) -> ExpiryReport:
         """Mark sessions past `expires_at` expired; with `delete`, delete expired sessions
         older than the grace period (default: `expiry_grace`), calling `progress` with each.
+        With `dry_run`, change nothing and report what a run would expire and delete.
 
         With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
         sessions to delete are first written to a new JSONL file there (`archive_path` in the
@@ -348,11 +350,14 @@ class Turnkeeper:
         is on disk.
         """
         now = self._clock()
+        grace = self.settings.expiry_grace if grace is None else grace
+        if dry_run:
+            return expiry.plan(self.store, now=now, grace=grace if delete else None)
         if delete:
             report = expiry.delete_expired(
                 self.store,
                 now=now,
-                grace=self.settings.expiry_grace if grace is None else grace,
+                grace=grace,
                 archive_dir=archive_dir or self.settings.archive_dir,
                 progress=progress,
             )

@@ -12,7 +12,8 @@ import turnkeeper.importers
 
 def test_the_public_names_are_pinned() -> None:
     assert sorted(turnkeeper.adapters.__all__) == [
-        "MissingExtra", "TurnkeeperChatMessageHistory", "TurnkeeperSession",
+        "MissingExtra", "TurnkeeperChatMessageHistory", "TurnkeeperMiddleware",
+        "TurnkeeperSession",
     ]  # fmt: skip
     assert sorted(turnkeeper.importers.__all__) == [
         "ImportReport", "SourceKind", "detect", "import_from",

@@ -24,7 +24,9 @@ def _short_lived(cli: Cli) -> str:
 def test_gc_marks_sessions_past_their_expiry_expired(cli: Cli) -> None:
     keeper = cli.session("--ttl", "never")["id"]
     gone = _short_lived(cli)
-    assert cli.json("gc") == {"expired": [gone], "deleted": [], "archive_path": None}
+    assert cli.json("gc") == {
+        "expired": [gone], "deleted": [], "archive_path": None, "dry_run": False,
+    }  # fmt: skip
     assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
     assert cli.json("sessions", "show", keeper)["session"]["status"] == "active"
 
@@ -32,8 +34,37 @@ def test_gc_marks_sessions_past_their_expiry_expired(cli: Cli) -> None:
 def test_gc_delete_deletes_expired_sessions(cli: Cli) -> None:
     gone = _short_lived(cli)
     out = cli.ok("gc", "--delete").stdout
-    assert "Expired 1 sessions" in out and "Deleted 1 expired sessions" in out and gone in out
+    assert out == "Expired 1 session, deleted 1 session.\n"
     assert cli("sessions", "show", gone).exit_code == 1
+
+
+def test_gc_summarises_in_one_line_and_lists_ids_only_in_json(cli: Cli) -> None:
+    cli.session("--ttl", "0.2s")
+    cli.session("--ttl", "0.2s")
+    time.sleep(0.3)
+    assert cli.ok("gc").stdout == "Expired 2 sessions.\n"
+
+
+def test_gc_dry_run_reports_the_plan_and_changes_nothing(cli: Cli) -> None:
+    keeper = cli.session("--ttl", "never")["id"]
+    old = _short_lived(cli)
+    cli.ok("gc")  # `old` is expired now; `due` is still active but past its expiry
+    due = _short_lived(cli)
+    before = cli.json("sessions", "list")
+    plan = cli.json("gc", "--delete", "--grace", "0s", "--dry-run")
+    assert plan == {
+        "expired": [due], "deleted": sorted([old, due]), "archive_path": None, "dry_run": True,
+    }  # fmt: skip
+    assert cli.json("gc", "--dry-run")["deleted"] == []  # without --delete nothing is deleted
+    people = cli.ok("gc", "--delete", "--grace", "0s", "--dry-run").stdout
+    assert (
+        people
+        == "Would expire 1 session and delete 2 sessions; nothing was changed (--json lists them).\n"
+    )
+    assert cli.json("sessions", "list") == before  # not a field changed
+    assert {s["id"] for s in before["sessions"]} == {keeper, old, due}
+    done = cli.json("gc", "--delete", "--grace", "0s")
+    assert (done["expired"], done["deleted"]) == (plan["expired"], plan["deleted"])
 
 
 def test_gc_delete_keeps_expired_sessions_within_the_grace_period(cli: Cli) -> None:
@@ -42,6 +73,7 @@ def test_gc_delete_keeps_expired_sessions_within_the_grace_period(cli: Cli) -> N
         "expired": [gone],
         "deleted": [],
         "archive_path": None,
+        "dry_run": False,
     }
     assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -74,17 +75,66 @@ def test_add_with_empty_content_is_an_error_naming_content(cli: Cli) -> None:
     assert one_error_line(result).startswith("error: content:")
 
 
-def test_add_without_a_role_is_a_usage_error(cli: Cli) -> None:
+def test_add_without_a_role_adds_a_user_message(cli: Cli) -> None:
     cli.session("--key", "k")
-    result = cli("add", "k", "hi")
-    assert result.exit_code == 2
-    assert "--role" in one_error_line(result)
+    assert cli.json("add", "k", "hi")["message"]["role"] == "user"
 
 
-def test_add_to_an_unknown_session_is_not_found(cli: Cli) -> None:
-    result = cli("add", "ghost", "--role", "user", "hi")
+def test_add_to_an_unknown_key_creates_the_session_and_says_so(cli: Cli) -> None:
+    result = cli.ok("add", "fresh", "hi", "--json")
+    session = cli.json("sessions", "show", "fresh")["session"]
+    assert json.loads(result.stdout)["message"]["session_id"] == session["id"]
+    assert result.stderr == f"Created session {session['id']} with key 'fresh'.\n"
+    again = cli.ok("add", "fresh", "again")
+    assert (
+        again.stderr == ""
+        and cli.json("sessions", "show", "fresh")["session"]["id"] == (session["id"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [(("--role", "wizard"), "role"), (("--tool-call-id", ""), "tool_call_id")],
+)
+def test_a_bad_message_to_an_unknown_key_creates_no_session(
+    cli: Cli, options: tuple[str, ...], field: str
+) -> None:
+    result = cli("add", "ghost", *options, "hi")
     assert result.exit_code == 1
-    assert one_error_line(result).startswith("error: session 'ghost' not found")
+    assert one_error_line(result).startswith(f"error: {field}")
+    assert cli.json("sessions", "list")["sessions"] == []
+
+
+def test_add_stores_tool_calls_tool_answers_and_metadata(cli: Cli) -> None:
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    asked = cli.add("k", "assistant", "", "--tool-calls", json.dumps(calls))
+    answered = cli.add(
+        "k", "tool", "42", "--tool-call-id", "c1", "--metadata", '{"source": "calc"}'
+    )
+    assert asked["tool_calls"] == calls
+    assert (answered["tool_call_id"], answered["metadata"]) == ("c1", {"source": "calc"})
+    window = cli.json("context", "k")["messages"]
+    assert window[0]["tool_calls"] == calls
+    assert window[1] == {"role": "tool", "content": "42", "tool_call_id": "c1"}
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "problem"),
+    [
+        ("--tool-calls", "[1", "not valid JSON"),
+        ("--tool-calls", '{"id": "c1"}', "must be a JSON array of tool-call objects"),
+        ("--metadata", "{", "not valid JSON"),
+        ("--metadata", "[]", "must be a JSON object"),
+    ],
+)
+def test_add_with_bad_json_is_one_line_naming_the_option(
+    cli: Cli, option: str, value: str, problem: str
+) -> None:
+    result = cli("add", "k", option, value, "hi")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert line.startswith(f"error: Invalid value for '{option}': {problem}"), line
+    assert cli.json("sessions", "list")["sessions"] == []
 
 
 def test_add_to_an_archived_session_is_an_error(cli: Cli) -> None:

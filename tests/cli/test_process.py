@@ -118,3 +118,62 @@ def test_the_declared_console_script_entry_point_runs_the_cli(env: dict[str, str
     )  # fmt: skip
     assert missing.returncode == 1
     assert missing.stderr.startswith("error: session 'nope' not found")
+
+
+def test_version_prints_the_package_version(env: dict[str, str]) -> None:
+    from turnkeeper import __version__
+
+    for flag in ("--version", "-V"):
+        result = run(env, flag)
+        assert (result.returncode, result.stdout, result.stderr) == (
+            0, f"turnkeeper {__version__}\n", "",
+        )  # fmt: skip
+
+
+def test_global_options_before_the_command_apply_to_it(env: dict[str, str], db: str) -> None:
+    made = run(env, "--db", db, "--json", "sessions", "create", "--key", "early")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["session"]["key"] == "early"
+    listed = run(env, "--db", db, "sessions", "list", "--json")
+    assert [s["key"] for s in json.loads(listed.stdout)["sessions"]] == ["early"]
+    people = run(env, "--db", db, "sessions", "list")
+    assert people.returncode == 0 and "early" in people.stdout
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(people.stdout)
+
+
+def test_the_commands_own_db_wins_over_the_global_one(
+    env: dict[str, str], db: str, tmp_path: Path
+) -> None:
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    run(env, "--db", other, "sessions", "create", "--key", "after", "--db", db)
+    mine = json.loads(run(env, "sessions", "list", "--db", db, "--json").stdout)["sessions"]
+    theirs = json.loads(run(env, "--json", "sessions", "list", "--db", other).stdout)["sessions"]
+    assert ([s["key"] for s in mine], theirs) == (["after"], [])
+
+
+def test_delete_with_global_json_needs_no_confirmation(env: dict[str, str], db: str) -> None:
+    run(env, "sessions", "create", "--key", "k", "--db", db)
+    result = run(env, "--json", "--db", db, "sessions", "delete", "k")
+    assert result.returncode == 0, result.stderr
+    assert "deleted" in json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("columns", ["80", "50"])
+def test_sessions_list_never_splits_an_id_or_a_key(
+    env: dict[str, str], db: str, columns: str
+) -> None:
+    keys = ["support-ticket-4711-follow-up", "k", "x" * 45]
+    for key in keys:
+        assert run(env, "add", key, "hi", "--db", db).returncode == 0
+    env["COLUMNS"] = columns
+    listed = run(env, "sessions", "list", "--db", db)
+    ids = [
+        s["id"]
+        for s in json.loads(run(env, "sessions", "list", "--db", db, "--json").stdout)["sessions"]
+    ]
+    rows = listed.stdout.splitlines()
+    for key, session_id in zip(reversed(keys), ids, strict=True):
+        assert any(row.split()[:2] == [session_id, key] for row in rows), listed.stdout
+    if columns == "80":  # what does not fit is left out whole, from the right
+        assert rows[1].split() == ["id", "key", "status"]

@@ -4,7 +4,8 @@ Each framework is an optional extra, imported only when its adapter is first use
 `import turnkeeper` never needs them:
 
 - `TurnkeeperSession` — the OpenAI Agents SDK's `Session` (`pip install 'turnkeeper[openai-agents]'`);
-- `TurnkeeperChatMessageHistory` — LangChain's `BaseChatMessageHistory`
+- `TurnkeeperMiddleware` — agent middleware for LangChain v1's `create_agent`, and
+  `TurnkeeperChatMessageHistory` — LangChain's `BaseChatMessageHistory`
   (`pip install 'turnkeeper[langchain]'`).
 
 Both store each framework item as one turnkeeper message that reads well in the audit trail
@@ -19,13 +20,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from turnkeeper.adapters.langchain import TurnkeeperChatMessageHistory
+    from turnkeeper.adapters.langchain_agents import TurnkeeperMiddleware
     from turnkeeper.adapters.openai_agents import TurnkeeperSession
 
-__all__ = ["MissingExtra", "TurnkeeperChatMessageHistory", "TurnkeeperSession"]
+__all__ = [
+    "MissingExtra",
+    "TurnkeeperChatMessageHistory",
+    "TurnkeeperMiddleware",
+    "TurnkeeperSession",
+]
 
 _LAZY = {
     "TurnkeeperSession": "turnkeeper.adapters.openai_agents",
     "TurnkeeperChatMessageHistory": "turnkeeper.adapters.langchain",
+    "TurnkeeperMiddleware": "turnkeeper.adapters.langchain_agents",
 }
 
 

@@ -1,5 +1,6 @@
-"""What both adapters need: the live session behind a key, and readable text from the
-content-part lists frameworks use for multimodal messages."""
+"""What the adapters share: the live session behind a key, the window a context strategy
+keeps (as stored messages, so each comes back as the framework's own item), and readable text
+from the content-part lists frameworks use for multimodal messages."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from turnkeeper.errors import SessionNotFound
-from turnkeeper.types import Session, SessionStatus
+from turnkeeper.types import ContextMessage, Message, Session, SessionStatus, StrategyName
 
 if TYPE_CHECKING:
     from turnkeeper.service import Turnkeeper
@@ -22,6 +23,26 @@ def live_session(tk: Turnkeeper, key: str, project: str | None) -> Session | Non
     except SessionNotFound:
         return None
     return session if session.status is SessionStatus.ACTIVE else None
+
+
+def window_entries(
+    tk: Turnkeeper,
+    session: Session,
+    *,
+    strategy: StrategyName | str | None,
+    max_tokens: int | None,
+    model: str | None,
+) -> list[Message | ContextMessage]:
+    """What the context strategy keeps, in the window's order: the stored message for each
+    entry that renders one (read back from the window's oldest seq on, not the whole history),
+    and the entry itself for a summary or a marker of what was left out."""
+    window = tk.context(session, strategy=strategy, max_tokens=max_tokens, model=model)
+    seqs = [entry.seq for entry in window.messages if entry.seq is not None]
+    stored = {m.id: m for m in tk.history(session, from_seq=min(seqs))} if seqs else {}
+    return [
+        stored.get(entry.message_id, entry) if entry.message_id else entry
+        for entry in window.messages
+    ]
 
 
 def content_text(value: Any) -> str:

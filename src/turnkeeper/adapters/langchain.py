@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from turnkeeper.adapters import MissingExtra
-from turnkeeper.adapters._common import content_text, live_session
-from turnkeeper.types import JSONObject, Message, NewMessage, Role
+from turnkeeper.adapters._common import content_text, live_session, window_entries
+from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -40,7 +40,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 if TYPE_CHECKING:
     from turnkeeper.service import Turnkeeper
 
-__all__ = ["MESSAGE_KEY", "TurnkeeperChatMessageHistory", "from_langchain", "to_langchain"]
+__all__ = [
+    "MESSAGE_KEY",
+    "TurnkeeperChatMessageHistory",
+    "from_langchain",
+    "to_langchain",
+    "window_messages",
+]
 
 MESSAGE_KEY = "langchain_message"
 """Metadata key holding LangChain's serialization of the message."""
@@ -52,20 +58,43 @@ _CHAT_ROLES |= {"assistant": Role.ASSISTANT, "system": Role.SYSTEM, "developer":
 class TurnkeeperChatMessageHistory(BaseChatMessageHistory):
     """The history of the turnkeeper session holding `key` (in `project`, default: the
     configured one). The session is created on the first write, with `session_options`
-    (`subject`, `kind`, `title`, `metadata`, `ttl`…); one that expired reads as empty."""
+    (`subject`, `kind`, `title`, `metadata`, `ttl`…); one that expired reads as empty.
+
+    With `strategy` (and `max_tokens`, `model` as for `Turnkeeper.context`), `messages` is
+    only what that context strategy keeps, a summary or truncation marker as a
+    `SystemMessage` where the strategy puts one; the store keeps everything. (LangChain v1
+    agents: see `turnkeeper.adapters.langchain_agents.TurnkeeperMiddleware`.)
+    """
 
     def __init__(
-        self, key: str, tk: Turnkeeper, *, project: str | None = None, **session_options: Any
+        self,
+        key: str,
+        tk: Turnkeeper,
+        *,
+        project: str | None = None,
+        strategy: StrategyName | str | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+        **session_options: Any,
     ) -> None:
         self.key = key
         self.tk = tk
         self.project = project
+        self.strategy = strategy
+        self.max_tokens = max_tokens
+        self.model = model
         self._options = session_options
 
     @property  # LangChain's documented way to serve `messages` from a store
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         session = live_session(self.tk, self.key, self.project)
-        return [] if session is None else [to_langchain(m) for m in self.tk.history(session)]
+        if session is None:
+            return []
+        if self.strategy is None:
+            return [to_langchain(m) for m in self.tk.history(session)]
+        return window_messages(
+            self.tk, session, strategy=self.strategy, max_tokens=self.max_tokens, model=self.model
+        )
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages, in order and atomically."""
@@ -89,6 +118,23 @@ class TurnkeeperChatMessageHistory(BaseChatMessageHistory):
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)
+
+
+def window_messages(
+    tk: Turnkeeper,
+    session: Session,
+    *,
+    strategy: StrategyName | str | None,
+    max_tokens: int | None,
+    model: str | None,
+) -> list[BaseMessage]:
+    """The LangChain messages of the window a context strategy builds from the session."""
+    return [
+        to_langchain(entry) if isinstance(entry, Message) else SystemMessage(entry.content)
+        for entry in window_entries(
+            tk, session, strategy=strategy, max_tokens=max_tokens, model=model
+        )
+    ]
 
 
 def from_langchain(message: BaseMessage) -> NewMessage:

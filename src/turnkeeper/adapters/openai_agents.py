@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from turnkeeper.adapters import MissingExtra
-from turnkeeper.adapters._common import content_text, live_session
+from turnkeeper.adapters._common import content_text, live_session, window_entries
 from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
 
 try:
@@ -122,14 +122,13 @@ class TurnkeeperSession:
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
         """The items of what the context strategy keeps, in the window's order."""
-        window = self.tk.context(
-            session, strategy=self.strategy, max_tokens=self.max_tokens, model=self.model
+        entries = window_entries(
+            self.tk, session, strategy=self.strategy, max_tokens=self.max_tokens, model=self.model
         )
-        stored = {message.id: message for message in self.tk.history(session)}
         items: list[Any] = []
-        for entry in window.messages:
-            if entry.message_id in stored:
-                items.extend(message_to_items(stored[entry.message_id]))
+        for entry in entries:
+            if isinstance(entry, Message):
+                items.extend(message_to_items(entry))
             else:  # a summary or a marker of what was left out
                 items.append({"role": entry.role.value, "content": entry.content})
         return items

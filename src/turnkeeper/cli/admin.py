@@ -49,12 +49,27 @@ def gc(
             show_default=False,
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Report what would be expired and deleted; change nothing."),
+    ] = False,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Mark sessions past their expiry as expired (and with --delete, delete old ones)."""
+    """Mark sessions past their expiry as expired (and with --delete, delete old ones).
+
+    Prints counts; --json lists the session ids.
+    """
     with open_ctx(db, json_output) as ctx:
-        with ctx.out.progress("Deleting expired sessions") as advance:
+        if dry_run:
+            ctx.out.expiry(
+                ctx.tk.expire(delete=delete, grace=grace, dry_run=True), delete=delete, dry_run=True
+            )
+            return
+        # The plan gives the progress bar its total (what is deleted may differ by a few
+        # sessions that expire or are deleted meanwhile; the report says what happened).
+        total = len(ctx.tk.expire(delete=True, grace=grace, dry_run=True).deleted) if delete else 0
+        with ctx.out.progress("Deleting expired sessions", total=total) as advance:
             report = ctx.tk.expire(
                 delete=delete, grace=grace, archive_dir=archive_dir, progress=lambda _: advance()
             )
@@ -65,7 +80,7 @@ def gc(
 def stats(
     session: Annotated[
         str | None,
-        typer.Argument(metavar="[SESSION]", help="A session id or key (default: per project)."),
+        typer.Argument(metavar="SESSION", help="A session id or key (default: per project)."),
     ] = None,
     project: ProjectOption = None,
     db: DbOption = None,

@@ -15,22 +15,23 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 import turnkeeper
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
-from turnkeeper.errors import TurnkeeperError
+from turnkeeper.errors import SessionNotFound, TurnkeeperError
 from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import UNSET
+from turnkeeper.types import UNSET, JSONObject, Session
 
 EXIT_ERROR = 1
 
@@ -47,6 +48,8 @@ class TurnkeeperGroup(TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
+        _readable_help(self)
+        reset = _GLOBAL_OPTIONS.set(None)  # an in-process rerun starts afresh
         try:
             with _logs_to_stderr():
                 result = super().main(
@@ -59,9 +62,64 @@ class TurnkeeperGroup(TyperGroup):
             code = _usage_failure(exc)
         except typer.Abort:
             code = _fail("aborted", EXIT_ERROR)
+        finally:
+            _GLOBAL_OPTIONS.reset(reset)
         if standalone_mode:
             raise SystemExit(code)
         return code
+
+
+def _readable_help(command: Any) -> None:
+    """Help that reads like gh's and git's: a flag shows no type (typer would print `<bool>`),
+    an argument is its metavar alone (not also `<str>` or `<list[str]>`; `SESSION`,
+    `[SESSION]...` in the usage line, not `{SESSION}`), and an option without a metavar gets
+    one (`N` for numbers, its choices, else its name). Typer has no setting for these, so the
+    built click objects of this app are adjusted before they run."""
+    for param in getattr(command, "params", ()):
+        if isinstance(param, TyperArgument):
+            overrides = {"display_type_rich": _no_type, "_usage_display_name": _usage_of(param)}
+            for name, override in overrides.items():
+                setattr(param, name, override)
+        elif isinstance(param, TyperOption) and param.metavar is None:
+            param.metavar = _metavar_of(param)
+    if not hasattr(command, "_turnkeeper_help_option"):
+        setattr(command, "_turnkeeper_help_option", command.get_help_option)  # noqa: B010
+        setattr(command, "get_help_option", _flag_help(command._turnkeeper_help_option))  # noqa: B010
+    for sub in getattr(command, "commands", {}).values():
+        _readable_help(sub)
+
+
+def _metavar_of(option: TyperOption) -> str:
+    described = option.type_descriptor
+    if option.is_flag:
+        return ""
+    if described.is_choice:
+        return "|".join(str(getattr(c, "value", c)) for c in described.choices or ())
+    if described.annotation is int:
+        return "N"
+    return (option.name or "value").upper()
+
+
+def _usage_of(argument: TyperArgument) -> Callable[[], str]:
+    name = argument.display_name_raw
+    shown = name if argument.required else f"[{name}]"
+    return lambda: shown + ("..." if argument.nargs != 1 else "")
+
+
+def _flag_help(
+    get_help_option: Callable[[Any], TyperOption | None],
+) -> Callable[[Any], TyperOption | None]:
+    def readable(ctx: Any) -> TyperOption | None:
+        option = get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    return readable
+
+
+def _no_type(ctx: Any) -> None:
+    return None
 
 
 @contextmanager
@@ -109,11 +167,21 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # docstring paragraphs re-flow whole, never mid-sentence
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
 # -- the context every command opens --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GlobalOptions:
+    """`--db` and `--json` given before the command (`turnkeeper --db X sessions list`), as
+    gh and git take them; the same options after the command win."""
+
+    db: str | None = None
+    json_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,13 +192,68 @@ class Ctx:
     out: Output
 
 
+_GLOBAL_OPTIONS: ContextVar[GlobalOptions | None] = ContextVar(
+    "turnkeeper_cli_global_options", default=None
+)
+"""Set by the root callback for the one invocation `TurnkeeperGroup.main` runs (a context
+variable rather than click's context object, which typer's own vendored click owns)."""
+
+
+def global_options() -> GlobalOptions:
+    """The options given before the command of the running invocation."""
+    return _GLOBAL_OPTIONS.get() or GlobalOptions()
+
+
 @contextmanager
 def open_ctx(db: str | None, json_output: bool) -> Iterator[Ctx]:
     """Build the settings (`--db` over `TURNKEEPER_DATABASE_URL` over the config file over the
     default), open turnkeeper on them, and close it when the command is done."""
-    settings = load_settings(database_url=db)
+    before = global_options()
+    settings = load_settings(database_url=db or before.db)
     with turnkeeper.open(settings=settings) as tk:
-        yield Ctx(tk, Output(json=json_output))
+        yield Ctx(tk, Output(json=json_output or before.json_output))
+
+
+def session_or_new(ctx: Ctx, ref: str, *, project: str | None) -> Session:
+    """The session `ref` names; a key that names none gets a new session (llm's habit: adding
+    to a conversation that does not exist yet starts it), said on stderr."""
+    try:
+        return ctx.tk.get_session(ref, project=project)
+    except SessionNotFound:
+        session, created = ctx.tk.get_or_create_session(ref, project=project)
+    if created:
+        ctx.out.warn(f"Created session {session.id} with key {ref!r}.")
+    return session
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"turnkeeper {turnkeeper.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="URL",
+            help="Database URL for any command (the command's own --db wins).",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="JSON output for any command.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    _GLOBAL_OPTIONS.set(GlobalOptions(db=db, json_output=json_output))
 
 
 # -- value parsers: a bad value is a usage error (exit 2) -----------------------------------
@@ -150,6 +273,19 @@ def parse_metadata(text: str) -> dict[str, Any]:
         raise typer.BadParameter(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(value, dict):
         raise typer.BadParameter('must be a JSON object, e.g. \'{"team": "support"}\'')
+    return value
+
+
+def parse_tool_calls(text: str) -> list[JSONObject]:
+    """`--tool-calls` (parsed in the command: typer has no list-of-objects option type)."""
+    hint = "'--tool-calls'"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = f"not valid JSON ({exc.msg} at column {exc.colno})"
+        raise typer.BadParameter(problem, param_hint=hint) from None
+    if not isinstance(value, list) or not all(isinstance(call, dict) for call in value):
+        raise typer.BadParameter("must be a JSON array of tool-call objects", param_hint=hint)
     return value
 
 

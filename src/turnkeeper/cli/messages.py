@@ -15,6 +15,9 @@ from turnkeeper.cli.app import (
     SessionArg,
     app,
     open_ctx,
+    parse_metadata,
+    parse_tool_calls,
+    session_or_new,
 )
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.types import ContextWindow, NewMessage, StrategyName
@@ -38,13 +41,19 @@ def _payload(window: ContextWindow, shape: WindowFormat) -> Any | None:
 
 @app.command("add")
 def add(
-    session: SessionArg,
-    role: Annotated[
-        str, typer.Option("--role", metavar="ROLE", help="system, user, assistant or tool.")
+    session: Annotated[
+        str,
+        typer.Argument(
+            metavar="SESSION",
+            help="Session id, or key (looked up in --project; a new key creates the session).",
+        ),
     ],
     text: Annotated[
-        str, typer.Argument(metavar="[TEXT | -]", help="The content; - or nothing reads stdin.")
+        str, typer.Argument(metavar="TEXT|-", help="The content; - or nothing reads stdin.")
     ] = "-",
+    role: Annotated[
+        str, typer.Option("--role", metavar="ROLE", help="system, user, assistant or tool.")
+    ] = "user",
     author: Annotated[
         str | None, typer.Option("--author", metavar="A", help="Agent or person who said it.")
     ] = None,
@@ -55,19 +64,48 @@ def add(
         str | None,
         typer.Option("--id", metavar="ID", help="Client message id: adding it twice stores once."),
     ] = None,
+    tool_call_id: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-call-id", metavar="ID", help="The call a tool message answers (--role tool)."
+        ),
+    ] = None,
+    tool_calls: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-calls",
+            metavar="JSON",
+            help="Tool calls an assistant message makes, as an OpenAI JSON array, e.g. "
+            '\'[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]\'.',
+            show_default=False,
+        ),
+    ] = None,
+    metadata: Annotated[
+        dict[str, Any] | None,
+        typer.Option(
+            "--metadata",
+            metavar="JSON",
+            parser=parse_metadata,
+            help="The message's metadata, as a JSON object.",
+            show_default=False,
+        ),
+    ] = None,
     project: ProjectOption = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Append one message to a session."""
+    """Append one message to a session; a key that names no session creates one."""
+    calls = None if tool_calls is None else parse_tool_calls(tool_calls)
     if text == "-" and sys.stdin.isatty():
         typer.echo("Reading the message from stdin; end it with Ctrl-D.", err=True)
     content = sys.stdin.read().removesuffix("\n") if text == "-" else text
+    new = NewMessage(
+        role=role, content=content, author=author, internal=internal, id=message_id,
+        metadata=metadata, tool_calls=calls, tool_call_id=tool_call_id,
+    )  # fmt: skip
     with open_ctx(db, json_output) as ctx:
-        message = ctx.tk.append(
-            session, role, content, author=author, internal=internal, id=message_id,
-            project=project,
-        )  # fmt: skip
+        ctx.tk.draft(new)  # a bad message is refused before a new session is created for it
+        (message,) = ctx.tk.append_many(session_or_new(ctx, session, project=project), [new])
         ctx.out.appended(message)
 
 

@@ -14,11 +14,13 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -41,6 +43,9 @@ from turnkeeper.types import (
     SessionStatus,
     SummaryCheckpoint,
 )
+
+_UNBOUNDED = 100_000
+"""A width no table reaches: measuring at it gives a table's unfolded width."""
 
 PROGRESS_THRESHOLD = 20
 """Progress bars appear only for runs over this many sessions (short runs stay quiet)."""
@@ -97,6 +102,10 @@ def _relative(value: datetime | None, *, missing: str = "-") -> str:
     return f"in {amount}" if seconds > 0 else f"{amount} ago"
 
 
+def _count(n: int) -> str:
+    return f"{n} session" + ("" if n == 1 else "s")
+
+
 def _preview(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -122,6 +131,43 @@ def _fields_table(rows: Sequence[tuple[str, Text | str]]) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+@dataclass(frozen=True)
+class _SessionColumns:
+    """The columns of `sessions list`: id, key (and project) and status always; the others
+    while they fit, dropped from the last (expires) to the first (msgs)."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("msgs", "tokens", "updated", "expires")
+    with_project: bool
+
+    def table(self, sessions: Sequence[Session], optional: Sequence[str]) -> Table:
+        table = Table(
+            box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False,
+            collapse_padding=True,
+        )  # fmt: skip
+        table.add_column("id", no_wrap=True)
+        table.add_column("key", no_wrap=True, min_width=3)
+        if self.with_project:
+            table.add_column("project", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        for name in optional:
+            table.add_column(name, justify="right", no_wrap=True)
+        for s in sessions:
+            cells = {
+                "msgs": str(s.message_count),
+                "tokens": str(s.stored_tokens),
+                "updated": _relative(s.updated_at),
+                "expires": _relative(s.expires_at, missing="never"),
+            }
+            table.add_row(
+                Text(s.id),
+                _opt(s.key),
+                *([Text(s.project)] if self.with_project else []),
+                _status(s.status),
+                *(cells[name] for name in optional),
+            )
+        return table
 
 
 class Output:
@@ -195,43 +241,39 @@ class Output:
         if self.json:
             self.document({"sessions": page.items, "next_cursor": page.next_cursor})
             return
-        # One project on the page (e.g. --project): its column would only repeat it.
-        projects = {s.project for s in page.items}
-        table = Table(
-            box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False,
-            collapse_padding=True,
-        )  # fmt: skip
-        table.add_column("id", no_wrap=True)
-        table.add_column("key", overflow="fold", min_width=8)
-        if len(projects) > 1:
-            table.add_column("project", overflow="fold", min_width=7)
-        table.add_column("status", min_width=8)
-        table.add_column("msgs", justify="right", min_width=4)
-        table.add_column("tokens", justify="right", min_width=6)
-        table.add_column("updated", justify="right", min_width=7)
-        table.add_column("expires", justify="right", min_width=7)
-        for s in page.items:
-            table.add_row(
-                Text(s.id),
-                _opt(s.key),
-                *([Text(s.project)] if len(projects) > 1 else []),
-                _status(s.status),
-                str(s.message_count),
-                str(s.stored_tokens),
-                _relative(s.updated_at),
-                _relative(s.expires_at, missing="never"),
-            )
         if not page.items:
             self.console.print("[dim]No sessions.[/]")
             return
+        # One project on the page (e.g. --project): its column would only repeat it.
+        projects = {s.project for s in page.items}
         if len(projects) == 1:
             self.console.print(f"[dim]Project:[/] {next(iter(projects))}")
-        self.console.print(table)
+        table, needed = self._fitted(_SessionColumns(len(projects) > 1), page.items)
+        # Ids and keys are never folded (a split key cannot be copied back into a command):
+        # a key longer than the terminal gets a longer line, not a broken one.
+        terminal = self.console.width
+        self.console.width = max(terminal, needed)  # (print's own width= is capped by it)
+        try:
+            self.console.print(table)
+        finally:
+            self.console.width = terminal
         if page.next_cursor:
             self.console.print(
                 Text.assemble(("More sessions: add ", "dim"), f"--cursor {page.next_cursor}"),
                 soft_wrap=True,
             )
+
+    def _fitted(self, columns: _SessionColumns, sessions: Sequence[Session]) -> tuple[Table, int]:
+        """The sessions table with as many optional columns as fit the terminal, and the
+        width it needs."""
+        optional = list(_SessionColumns.OPTIONAL)
+        while True:
+            table = columns.table(sessions, optional)
+            unbounded = self.console.options.update_width(_UNBOUNDED)
+            needed = Measurement.get(self.console, unbounded, table).maximum  # nothing folded
+            if needed <= self.console.width or not optional:
+                return table, needed
+            optional.pop()
 
     def session(
         self,
@@ -403,19 +445,20 @@ class Output:
 
     # -- admin ------------------------------------------------------------------------------
 
-    def expiry(self, report: ExpiryReport, *, delete: bool) -> None:
+    def expiry(self, report: ExpiryReport, *, delete: bool, dry_run: bool = False) -> None:
+        """Counts for people (ids only in JSON: a sweep may touch thousands of sessions)."""
         if self.json:
-            self.document(report)
+            self.document({**jsonable(report), "dry_run": dry_run})
             return
-        self.console.print(f"Expired {len(report.expired)} sessions.")
-        for session_id in report.expired:
-            self.console.print(f"  [red]expired[/] {session_id}")
-        if delete:
-            self.console.print(f"Deleted {len(report.deleted)} expired sessions.")
-            for session_id in report.deleted:
-                self.console.print(f"  [red]deleted[/] {session_id}")
+        expired, deleted = _count(len(report.expired)), _count(len(report.deleted))
+        if dry_run:
+            line = f"Would expire {expired}" + (f" and delete {deleted}" if delete else "")
+            self.console.print(f"{line}; nothing was changed (--json lists them).")
+            return
+        line = f"Expired {expired}" + (f", deleted {deleted}" if delete else "")
         if report.archive_path is not None:
-            self.console.print(f"Archived them to {report.archive_path}")
+            line += f" (archived to {report.archive_path})"
+        self.console.print(Text(line + "."), soft_wrap=True)
 
     def session_stats(self, stats: SessionStats) -> None:
         if self.json:

@@ -16,6 +16,7 @@ from turnkeeper.cli.app import (
     SessionArg,
     UsageProblem,
     app,
+    global_options,
     open_ctx,
     parse_since,
     ttl_value,
@@ -196,7 +197,7 @@ def delete(
     json_output: JsonOption = False,
 ) -> None:
     """Delete a session and all its messages (asks first unless --yes or --json)."""
-    confirm = not (yes or json_output)
+    confirm = not (yes or json_output or global_options().json_output)
     if confirm and not sys.stdin.isatty():
         raise UsageProblem("refusing to delete without confirmation: pass --yes")
     with open_ctx(db, json_output) as ctx:

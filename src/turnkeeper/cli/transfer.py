@@ -44,7 +44,7 @@ def export(
     ],
     sessions: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[SESSION]...", help="Sessions to export (default: all)."),
+        typer.Argument(metavar="SESSION", help="Sessions to export (default: all)."),
     ] = None,
     project: ProjectOption = None,
     db: DbOption = None,
@@ -124,7 +124,7 @@ def import_(
     source: Annotated[
         Path | None,
         typer.Argument(
-            metavar="[FILE|DIR]",
+            metavar="FILE|DIR",
             help="A turnkeeper export (.jsonl), or seed 002's session files (a .json file or a "
             "directory holding .dagent-worktrees). Not needed with --source-db.",
             exists=True,
@@ -162,7 +162,8 @@ def import_(
     """
     kind, location = _import_source(source, kind, source_db)
     with open_ctx(db, json_output) as ctx:
-        with ctx.out.progress("Importing") as advance:
+        total = _sessions_in(location) if kind is SourceKind.JSONL else None
+        with ctx.out.progress("Importing", total=total) as advance:
             report = import_from(
                 ctx.tk, kind, location, project=project, dry_run=dry_run,
                 progress=lambda _: advance(),
@@ -170,6 +171,16 @@ def import_(
         ctx.out.imported(report, dry_run=dry_run)
     if report.errors:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _sessions_in(location: str | Path) -> int | None:
+    """How many sessions a JSONL export holds, for the progress bar's total: a quick scan for
+    the session records' line start as `export` writes it (None if the file cannot be read)."""
+    try:
+        with Path(location).open("rb") as lines:
+            return sum(line.startswith(b'{"type": "session"') for line in lines)
+    except OSError:
+        return None
 
 
 def _import_source(

@@ -158,7 +158,9 @@ async def _authenticate(scope: Scope) -> None:
         body = problems.problem_for_error(
             exc, instance=scope["path"], request_id=scope.get("state", {}).get("request_id")
         )
-        raise CallerRefused(problems.respond(request, body, problems.headers_for(body["status"], exc))) from None
+        raise CallerRefused(
+            problems.respond(request, body, problems.headers_for(body["status"], exc))
+        ) from None
     scope.setdefault("state", {})[CALLER_STATE] = caller
 
 

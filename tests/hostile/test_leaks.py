@@ -33,14 +33,15 @@ def test_an_unreachable_model_is_a_502_that_does_not_name_it(
             "/v1/chat/completions",
             json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
         )
+    unreachable = "the model endpoint could not be reached or failed mid-answer"
     for answer in (chat, proxied):
         assert answer.status_code == 502
-        assert answer.headers["content-type"] == "application/problem+json"
         assert port not in answer.text and "127.0.0.1" not in answer.text
-        assert (
-            answer.json()["detail"]
-            == "the model endpoint could not be reached or failed mid-answer"
-        )
+    # /chat answers an RFC 9457 problem; the OpenAI-compatible proxy answers in OpenAI's shape.
+    assert chat.headers["content-type"] == "application/problem+json"
+    assert chat.json()["detail"] == unreachable
+    assert proxied.headers["content-type"] == "application/json"
+    assert proxied.json()["error"]["message"] == unreachable
     failures = [line for line in logs if line["event"] == "request_failed"]
     assert len(failures) == 2 and all(dead in line["detail"] for line in failures)
 

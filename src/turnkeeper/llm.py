@@ -28,7 +28,6 @@ from typing import Any, TypeVar
 
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig, UpstreamError, UpstreamTimeout
-
 from turnkeeper.types import Usage
 
 try:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from structlog.testing import capture_logs
 
 from tests.server.conftest import Service, service_settings, start_service
+from turnkeeper.logs import capture_events
 
 from .served import free_port
 
@@ -27,7 +27,7 @@ def test_an_unreachable_model_is_a_502_that_does_not_name_it(
 ) -> None:
     service, dead = unreachable_model
     port = dead.rsplit(":", 1)[1]
-    with service.client("a") as http, capture_logs() as logs:
+    with service.client("a") as http, capture_events() as logs:
         chat = http.post("/v1/sessions/s/chat", json={"content": "hi", "create": True})
         proxied = http.post(
             "/v1/chat/completions",

@@ -37,7 +37,7 @@ from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import InvalidInput, SessionNotFound, UpstreamError
 from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
 from turnkeeper.service import SessionRef, Turnkeeper, utcnow
-from turnkeeper.traces import TurnTrace
+from turnkeeper.traces import TurnTrace, encode
 from turnkeeper.types import (
     ContextWindow,
     Message,
@@ -358,7 +358,7 @@ class ChatTurns:
             stream=stream,
         )  # fmt: skip
         # If a concurrent attempt stored the reply first, its trace is kept and this is ignored.
-        self.tk.store.save_trace(stored.session_id, stored.seq, trace.to_json())
+        self.tk.store.save_trace(stored.session_id, stored.seq, encode(self.tk.store, trace))
         return stored, trace
 
 

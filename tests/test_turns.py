@@ -70,10 +70,25 @@ def test_a_trace_says_what_was_dropped_and_what_fell_out_of_the_window(
     assert last is not None and last.dropped_seqs and last.strategy == "sliding_window"
     assert last.budget == 160 and last.tokens_sent <= 160
     diff = window_diff(results[-2].trace, last)
+    assert last.messages() == model.requests[-1]["messages"]  # the marker included
     left = {entry.seq for entry in diff.left if entry.seq is not None}
     assert left, "an older turn fell out of the window"
     assert not left & set(last.kept_seqs)
     assert {entry.seq for entry in diff.entered if entry.seq} == {last.turn_seq - 1, last.turn_seq}
+
+
+def test_a_summarized_window_is_traced_with_its_checkpoint(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="summed")
+    options = TurnOptions(strategy="summarize", keep_recent=2, max_tokens=200)
+    results = [
+        chat.turn("summed", f"fact {n} " + "detail " * 25, options=options) for n in range(5)
+    ]
+    trace = trace_of(tk, "summed", results[-1].reply.seq)[0]
+    assert trace.summarized_seqs and trace.summary_covers_to_seq == max(trace.summarized_seqs)
+    assert [entry.kind for entry in trace.window].count("summary") == 1
+    assert trace.messages() == model.requests[-1]["messages"]
 
 
 def test_a_replayed_turn_adds_no_trace_and_reset_forgets_them(

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+import turnkeeper
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
 from turnkeeper import AsyncChatTurns, ChatTurns, TurnOptions
@@ -122,3 +124,20 @@ def test_the_async_helper_answers_and_streams_with_traces(
     trace, previous = trace_of(tk, "async", replies[1].seq)
     assert trace.stream is True and previous is not None and previous.stream is False
     assert trace.usage is not None  # the stream asked for usage, and it was kept
+
+
+def test_open_talks_to_the_configured_endpoint(
+    tmp_path: Path, model_server: tuple[Upstream, str], model: Upstream
+) -> None:
+    settings = {"llm_base_url": model_server[1], "llm_model": "configured-model"}
+    with turnkeeper.open(f"sqlite:///{tmp_path / 'o.db'}", **settings) as tk:
+        with ChatTurns.open(tk) as chat:
+            result = chat.turn("configured", "Hi", create=True)
+
+        async def talk() -> str:
+            async with AsyncChatTurns.open(tk) as chat:
+                return (await chat.turn("configured", "Again")).content
+
+        assert asyncio.run(talk()) == "reply 2 to: Again"
+    assert result.content == "reply 1 to: Hi"
+    assert [request["model"] for request in model.requests] == ["configured-model"] * 2

@@ -290,8 +290,8 @@ class ChatTurns:
         if attempt.idempotency_key is not None:
             return with_idempotent_ids(session, new, attempt.idempotency_key), None
         if all(message.id is None for message in new) and session.last_seq > 0:
-            tail = self.tk.history(
-                session, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
+            tail = self.tk.store.read_messages(
+                session.id, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
             )
             answered = None
             if attempt.retry and tail and tail[-1].role is Role.ASSISTANT:

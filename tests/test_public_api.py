@@ -18,6 +18,9 @@ def test_public_names_are_pinned() -> None:
             "__version__", "load_settings", "open", "to_anthropic", "to_openai",
             # multi-agent conversations and durable summaries
             "AgentState", "ConversationContext", "LLMSummarizer", "Phase", "SummaryCheckpoint",
+            # the turn helper and its traces
+            "AsyncChatTurns", "Attempt", "ChatTurns", "TraceEntry", "TurnOptions", "TurnResult",
+            "TurnTrace", "WindowDiff", "trace_of", "window_diff",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:

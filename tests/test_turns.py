@@ -5,8 +5,10 @@ exactly what the model saw."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,6 +19,15 @@ from turnkeeper import AsyncChatTurns, ChatTurns, TurnOptions
 from turnkeeper.llm import LLMClient
 from turnkeeper.service import Turnkeeper
 from turnkeeper.traces import trace_of, window_diff
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on its own event loop in a fresh thread: the browser tests' Playwright
+    keeps a loop running on the main thread for the whole session."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +128,7 @@ def test_the_async_helper_answers_and_streams_with_traces(
             parts = [text async for text in chat.stream_turn("async", "Stream it")]
             return whole.content, "".join(parts)
 
-    whole, streamed = asyncio.run(talk())
+    whole, streamed = run(talk())
     assert whole == "reply 1 to: Hello" and streamed == "reply 2 to: Stream it"
     replies = [m for m in tk.history("async") if m.role.value == "assistant"]
     assert [m.content for m in replies] == [whole, streamed]
@@ -138,6 +149,6 @@ def test_open_talks_to_the_configured_endpoint(
             async with AsyncChatTurns.open(tk) as chat:
                 return (await chat.turn("configured", "Again")).content
 
-        assert asyncio.run(talk()) == "reply 2 to: Again"
+        assert run(talk()) == "reply 2 to: Again"
     assert result.content == "reply 1 to: Hi"
     assert [request["model"] for request in model.requests] == ["configured-model"] * 2

@@ -379,6 +379,8 @@ class TurnStream:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._upstream is None:
+            if self.reply is not None:  # a replayed turn: the stored reply, as a stream
+                yield from chunks_from_message(self.reply)
             return
         gathered = Reply()
         for chunk in self._upstream:
@@ -489,6 +491,25 @@ def completion_from_message(reply: Message) -> dict[str, Any]:
             "total_tokens": usage.input_tokens + usage.output_tokens,
         },
     }
+
+
+def chunks_from_message(reply: Message) -> Iterator[dict[str, Any]]:
+    """A stored reply as the chunks of an OpenAI stream (for replayed streamed turns): the
+    whole message in one delta, then the finish reason and the usage."""
+    whole = completion_from_message(reply)
+    choice = whole["choices"][0]
+    delta = dict(choice["message"])
+    if "tool_calls" in delta:
+        delta["tool_calls"] = [{"index": n, **call} for n, call in enumerate(delta["tool_calls"])]
+    head = {key: whole[key] for key in ("id", "created", "model")}
+    chunk = {**head, "object": "chat.completion.chunk"}
+    yield {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    yield {
+        **chunk,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+    }
+    if whole["usage"] is not None:
+        yield {**chunk, "choices": [], "usage": whole["usage"]}
 
 
 _SYSTEM_ROLES = ("system", "developer")

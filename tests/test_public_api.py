@@ -18,9 +18,9 @@ def test_public_names_are_pinned() -> None:
             "__version__", "load_settings", "to_anthropic", "to_openai",
             # multi-agent conversations and durable summaries
             "AgentState", "ConversationContext", "LLMSummarizer", "Phase", "SummaryCheckpoint",
-            # the chat turn helper and the trace of what the model saw
-            "AsyncChatTurns", "Attempt", "ChatTurns", "TurnOptions", "TurnResult",
-            "TraceEntry", "TurnTrace", "WindowDiff", "trace_of", "window_diff",
+            # the turn helper and its traces
+            "AsyncChatTurns", "Attempt", "ChatTurns", "TraceEntry", "TurnOptions", "TurnResult",
+            "TurnTrace", "WindowDiff", "trace_of", "window_diff",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:

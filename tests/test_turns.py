@@ -5,16 +5,29 @@ exactly what the model saw."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
+import turnkeeper
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
 from turnkeeper import AsyncChatTurns, ChatTurns, TurnOptions
 from turnkeeper.llm import LLMClient
 from turnkeeper.service import Turnkeeper
 from turnkeeper.traces import trace_of, window_diff
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on its own event loop in a fresh thread: the browser tests' Playwright
+    keeps a loop running on the main thread for the whole session."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +83,25 @@ def test_a_trace_says_what_was_dropped_and_what_fell_out_of_the_window(
     assert last is not None and last.dropped_seqs and last.strategy == "sliding_window"
     assert last.budget == 160 and last.tokens_sent <= 160
     diff = window_diff(results[-2].trace, last)
+    assert last.messages() == model.requests[-1]["messages"]  # the marker included
     left = {entry.seq for entry in diff.left if entry.seq is not None}
     assert left, "an older turn fell out of the window"
     assert not left & set(last.kept_seqs)
     assert {entry.seq for entry in diff.entered if entry.seq} == {last.turn_seq - 1, last.turn_seq}
+
+
+def test_a_summarized_window_is_traced_with_its_checkpoint(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="summed")
+    options = TurnOptions(strategy="summarize", keep_recent=2, max_tokens=200)
+    results = [
+        chat.turn("summed", f"fact {n} " + "detail " * 25, options=options) for n in range(5)
+    ]
+    trace = trace_of(tk, "summed", results[-1].reply.seq)[0]
+    assert trace.summarized_seqs and trace.summary_covers_to_seq == max(trace.summarized_seqs)
+    assert [entry.kind for entry in trace.window].count("summary") == 1
+    assert trace.messages() == model.requests[-1]["messages"]
 
 
 def test_a_replayed_turn_adds_no_trace_and_reset_forgets_them(
@@ -100,10 +128,27 @@ def test_the_async_helper_answers_and_streams_with_traces(
             parts = [text async for text in chat.stream_turn("async", "Stream it")]
             return whole.content, "".join(parts)
 
-    whole, streamed = asyncio.run(talk())
+    whole, streamed = run(talk())
     assert whole == "reply 1 to: Hello" and streamed == "reply 2 to: Stream it"
     replies = [m for m in tk.history("async") if m.role.value == "assistant"]
     assert [m.content for m in replies] == [whole, streamed]
     trace, previous = trace_of(tk, "async", replies[1].seq)
     assert trace.stream is True and previous is not None and previous.stream is False
     assert trace.usage is not None  # the stream asked for usage, and it was kept
+
+
+def test_open_talks_to_the_configured_endpoint(
+    tmp_path: Path, model_server: tuple[Upstream, str], model: Upstream
+) -> None:
+    settings = {"llm_base_url": model_server[1], "llm_model": "configured-model"}
+    with turnkeeper.open(f"sqlite:///{tmp_path / 'o.db'}", **settings) as tk:
+        with ChatTurns.open(tk) as chat:
+            result = chat.turn("configured", "Hi", create=True)
+
+        async def talk() -> str:
+            async with AsyncChatTurns.open(tk) as chat:
+                return (await chat.turn("configured", "Again")).content
+
+        assert run(talk()) == "reply 2 to: Again"
+    assert result.content == "reply 1 to: Hi"
+    assert [request["model"] for request in model.requests] == ["configured-model"] * 2

@@ -6,13 +6,17 @@ reply it produces, the window exactly as it was sent (every entry with its role,
 and the seq it renders), the knobs that shaped it (strategy, budget, model, encoding), what was
 left out or summarized, the summary checkpoint used, and what the upstream said it cost.
 
-The window is stored whole rather than as a list of seqs: markers, summaries and another
-agent's attributed turns are not stored messages, and "exact" must survive later summaries.
+Stored compactly: an entry that renders a stored message verbatim is kept as a reference to
+its seq (the audit trail is append-only, and deleting a message deletes the traces that could
+refer to it), while markers, summaries and another agent's attributed turns, which are not
+stored messages, are kept whole; seq lists are kept as runs. So a trace costs about a
+window's worth of seqs, not a window's worth of text (`encode` / `decode`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,10 +24,12 @@ from typing import Any
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import NotFound
 from turnkeeper.service import SessionRef, Turnkeeper
+from turnkeeper.storage.base import Store
 from turnkeeper.types import (
     ContextMessage,
     ContextReport,
     ContextWindow,
+    Message,
     Role,
     StrategyName,
     Usage,
@@ -136,15 +142,6 @@ class TurnTrace:
             markers=list(report.markers),
         )
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, data: str) -> TurnTrace:
-        raw: dict[str, Any] = json.loads(data)
-        window = [TraceEntry(**entry) for entry in raw.pop("window", [])]
-        return cls(**raw, window=window)
-
     def to_window(self) -> ContextWindow:
         """The window re-rendered from the trace, with a report of how it was built."""
         report = ContextReport(
@@ -202,5 +199,86 @@ def trace_of(
             f"message {seq} of session {session.id} has no trace"
             " (only replies produced by a chat turn have one)"
         )
-    traces = [TurnTrace.from_json(data) for _, data in rows]
+    traces = decode(tk.store, session.id, [data for _, data in rows])
     return traces[0], traces[1] if len(traces) > 1 else None
+
+
+# -- storage encoding -------------------------------------------------------------------------
+
+_SEQ_LISTS = ("kept_seqs", "dropped_seqs", "summarized_seqs")
+
+
+def _runs(seqs: Iterable[int]) -> list[list[int]]:
+    """`[1, 2, 3, 7, 9, 10]` → `[[1, 3], [7, 7], [9, 10]]` (sorted, inclusive)."""
+    runs: list[list[int]] = []
+    for seq in sorted(set(seqs)):
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return runs
+
+
+def _expand(runs: Sequence[Sequence[int]]) -> list[int]:
+    return [seq for first, last in runs for seq in range(first, last + 1)]
+
+
+def _stored(store: Store, session_id: str, seqs: Iterable[int]) -> dict[int, Message]:
+    """The stored messages at `seqs`, read a run of consecutive seqs at a time."""
+    found: dict[int, Message] = {}
+    for first, last in _runs(seqs):
+        for message in store.read_messages(session_id, from_seq=first, to_seq=last):
+            found[message.seq] = message
+    return found
+
+
+def _verbatim(entry: TraceEntry, message: Message) -> bool:
+    """Whether the entry renders `message` unchanged (so the trace may refer to it)."""
+    calls = [dict(call) for call in message.tool_calls] if message.tool_calls else None
+    return (
+        entry.role == message.role.value
+        and entry.content == message.content
+        and entry.author == message.author
+        and entry.tool_call_id == message.tool_call_id
+        and entry.tool_calls == calls
+    )
+
+
+def encode(store: Store, trace: TurnTrace) -> str:
+    """The trace as stored: verbatim entries as references to their seqs, seq lists as runs."""
+    stored = _stored(store, trace.session_id, (e.seq for e in trace.window if e.seq is not None))
+    raw = asdict(trace)
+    raw["window"] = [
+        {"role": e.role, "tokens": e.tokens, "kind": e.kind, "seq": e.seq, "stored": True}
+        if e.seq in stored and _verbatim(e, stored[e.seq])
+        else asdict(e)
+        for e in trace.window
+    ]
+    for name in _SEQ_LISTS:
+        raw[name] = _runs(raw[name])
+    return json.dumps(raw, separators=(",", ":"))
+
+
+def decode(store: Store, session_id: str, documents: Sequence[str]) -> list[TurnTrace]:
+    """Stored traces of one session back to `TurnTrace`s, the referred messages read once."""
+    raws: list[dict[str, Any]] = [json.loads(document) for document in documents]
+    wanted = (e["seq"] for raw in raws for e in raw["window"] if e.get("stored"))
+    stored = _stored(store, session_id, wanted)
+    traces = []
+    for raw in raws:
+        window = [_entry(e, stored) for e in raw.pop("window")]
+        for name in _SEQ_LISTS:
+            raw[name] = _expand(raw[name])
+        traces.append(TurnTrace(**raw, window=window))
+    return traces
+
+
+def _entry(raw: dict[str, Any], stored: dict[int, Message]) -> TraceEntry:
+    if not raw.pop("stored", False):
+        return TraceEntry(**raw)
+    message = stored[raw["seq"]]
+    return TraceEntry(
+        **raw, content=message.content, author=message.author,
+        tool_calls=[dict(c) for c in message.tool_calls] if message.tool_calls else None,
+        tool_call_id=message.tool_call_id,
+    )  # fmt: skip

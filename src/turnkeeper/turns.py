@@ -37,7 +37,7 @@ from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import InvalidInput, SessionNotFound, UpstreamError
 from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
 from turnkeeper.service import SessionRef, Turnkeeper, utcnow
-from turnkeeper.traces import TurnTrace
+from turnkeeper.traces import TurnTrace, encode
 from turnkeeper.types import (
     ContextWindow,
     Message,
@@ -290,8 +290,8 @@ class ChatTurns:
         if attempt.idempotency_key is not None:
             return with_idempotent_ids(session, new, attempt.idempotency_key), None
         if all(message.id is None for message in new) and session.last_seq > 0:
-            tail = self.tk.history(
-                session, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
+            tail = self.tk.store.read_messages(
+                session.id, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
             )
             answered = None
             if attempt.retry and tail and tail[-1].role is Role.ASSISTANT:
@@ -358,7 +358,7 @@ class ChatTurns:
             stream=stream,
         )  # fmt: skip
         # If a concurrent attempt stored the reply first, its trace is kept and this is ignored.
-        self.tk.store.save_trace(stored.session_id, stored.seq, trace.to_json())
+        self.tk.store.save_trace(stored.session_id, stored.seq, encode(self.tk.store, trace))
         return stored, trace
 
 
@@ -379,6 +379,8 @@ class TurnStream:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._upstream is None:
+            if self.reply is not None:  # a replayed turn: the stored reply, as a stream
+                yield from chunks_from_message(self.reply)
             return
         gathered = Reply()
         for chunk in self._upstream:
@@ -489,6 +491,25 @@ def completion_from_message(reply: Message) -> dict[str, Any]:
             "total_tokens": usage.input_tokens + usage.output_tokens,
         },
     }
+
+
+def chunks_from_message(reply: Message) -> Iterator[dict[str, Any]]:
+    """A stored reply as the chunks of an OpenAI stream (for replayed streamed turns): the
+    whole message in one delta, then the finish reason and the usage."""
+    whole = completion_from_message(reply)
+    choice = whole["choices"][0]
+    delta = dict(choice["message"])
+    if "tool_calls" in delta:
+        delta["tool_calls"] = [{"index": n, **call} for n, call in enumerate(delta["tool_calls"])]
+    head = {key: whole[key] for key in ("id", "created", "model")}
+    chunk = {**head, "object": "chat.completion.chunk"}
+    yield {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    yield {
+        **chunk,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+    }
+    if whole["usage"] is not None:
+        yield {**chunk, "choices": [], "usage": whole["usage"]}
 
 
 _SYSTEM_ROLES = ("system", "developer")

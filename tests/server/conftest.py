@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from fastapi import FastAPI
 
@@ -99,6 +100,16 @@ def start_service(settings: Settings) -> Iterator[Service]:
 @pytest.fixture
 def service(tmp_path: Path, upstream_server: tuple[Upstream, str]) -> Iterator[Service]:
     yield from start_service(service_settings(tmp_path, upstream_server[1]))
+
+
+@pytest.fixture
+def llm(service: Service) -> Iterator[openai.OpenAI]:
+    """The official OpenAI client, with project alpha's turnkeeper key as its API key, and its
+    own retries off (tests that exercise them make their own)."""
+    with openai.OpenAI(
+        base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=0, timeout=10
+    ) as client:
+        yield client
 
 
 @pytest.fixture

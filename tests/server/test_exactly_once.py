@@ -4,6 +4,7 @@ re-sending its transcript, an `Idempotency-Key`, and `/chat` retried without an 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,14 +136,16 @@ def test_asking_the_same_thing_again_after_an_answer_is_a_new_turn(
     assert len(upstream.requests) == 2
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_an_idempotency_key_makes_a_proxied_turn_happen_once(
-    service: Service, client: httpx.Client, upstream: Upstream
+    service: Service, client: httpx.Client, upstream: Upstream, stream: bool
 ) -> None:
     key = {"Idempotency-Key": "order-7-question"}
+    hi = [{"role": "user", "content": "Hi"}]
     with sdk(service, max_retries=0) as llm:
-        first = ask(llm, "keyed", [{"role": "user", "content": "Hi"}], headers=key)
-        again = ask(llm, "keyed", [{"role": "user", "content": "Hi"}], headers=key)
-        other = ask(llm, "keyed", [{"role": "user", "content": "Hi"}])  # no key: a new turn
+        first = ask(llm, "keyed", hi, headers=key, stream=stream)
+        again = ask(llm, "keyed", hi, headers=key, stream=stream)  # replayed from the store
+        other = ask(llm, "keyed", hi, stream=stream)  # no key: a new turn
     assert again == first != other
     assert len(upstream.requests) == 2
     assert len(stored(client, "keyed")) == 4
@@ -186,3 +189,20 @@ def test_an_idempotency_key_too_long_is_a_clear_422(client: httpx.Client) -> Non
     assert response.status_code == 422
     assert response.json()["errors"][0]["field"] == "idempotency-key"
     assert client.get("/v1/sessions/long").json()["message_count"] == 0
+
+
+def test_a_streamed_chat_retry_of_an_answered_turn_streams_the_stored_reply(
+    client: httpx.Client, upstream: Upstream
+) -> None:
+    body = {"content": "Hi", "create": True, "stream": True}
+    key = {"Idempotency-Key": "streamed-turn"}
+    client.post("/v1/sessions/replayed/chat", json=body, headers=key)
+    again = client.post("/v1/sessions/replayed/chat", json=body, headers=key)
+    blocks = [block.split("\n") for block in again.text.strip().split("\n\n")]
+    events = [(lines[0].removeprefix("event: "), lines[1]) for lines in blocks]
+    deltas = "".join(json.loads(data.removeprefix("data: "))["content"]
+                     for name, data in events if name == "delta")  # fmt: skip
+    done = json.loads(events[-1][1].removeprefix("data: "))
+    assert events[-1][0] == "done" and done["replayed"] is True
+    assert deltas == done["reply"]["content"] == "reply 1 to: Hi"
+    assert len(upstream.requests) == 1

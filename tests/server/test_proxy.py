@@ -3,23 +3,12 @@ program gets memory by pointing its base URL at turnkeeper and naming a session.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import openai
 import pytest
 
 from .conftest import Service
 from .upstream import Upstream
-
-
-@pytest.fixture
-def llm(service: Service) -> Iterator[openai.OpenAI]:
-    """The official client, with project alpha's turnkeeper key as its API key."""
-    with openai.OpenAI(
-        base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=0, timeout=10
-    ) as client:
-        yield client
 
 
 def test_without_a_session_it_is_a_plain_pass_through(

@@ -3,8 +3,6 @@ upstream failures retried with backoff a bounded number of times, `Retry-After` 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import openai
 import pytest
@@ -13,14 +11,6 @@ from .conftest import Service
 from .upstream import Upstream
 
 REMEMBER = {"X-Turnkeeper-Session": "errors"}
-
-
-@pytest.fixture
-def llm(service: Service) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(
-        base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=0, timeout=10
-    ) as client:
-        yield client
 
 
 def test_a_failing_model_reads_as_an_openai_error_with_its_message(

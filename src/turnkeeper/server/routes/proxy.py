@@ -26,7 +26,32 @@ from turnkeeper.server.schemas import ProxyRequest
 from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, event_stream, sse
 from turnkeeper.turns import TurnOptions, new_turns_from_openai
 
-router = APIRouter(tags=["openai-compatible"], responses=PROBLEM_RESPONSES)
+router = APIRouter(tags=["openai-compatible"])
+
+OPENAI_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": description["description"],
+        "content": {"application/json": {"schema": OPENAI_ERROR_SCHEMA}},
+    }
+    for status, description in (PROBLEM_RESPONSES | UPSTREAM_PROBLEMS).items()
+}
+"""The errors of this route, in OpenAI's shape (what an OpenAI SDK reads)."""
 
 
 class Chunks(Protocol):
@@ -60,7 +85,7 @@ def _relay(chunks: Chunks) -> Iterator[str]:
                 "text/event-stream": {"schema": EVENT_SCHEMA},
             },
         },
-        **UPSTREAM_PROBLEMS,
+        **OPENAI_ERRORS,
     },
 )
 def chat_completions(

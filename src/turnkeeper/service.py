@@ -28,7 +28,7 @@ from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.perspective import EVENT_KEY
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import BackendUnavailable, InvalidInput, SessionExpired, SessionNotFound
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, check_retry
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import (
     TokenCounter,
@@ -634,6 +634,7 @@ class Turnkeeper:
             summarizer=self._checkpointed(session.id) if include_internal else self._summarizer,
         )
         pending = self.draft(new_message) if new_message is not None else None
+        stored_pending = self._stored(session.id, pending)
         if agent is not None:
             name = _agent_name("agent", agent)
             state = self.store.get_agent_state(session.id, name)
@@ -657,8 +658,20 @@ class Turnkeeper:
             max_messages=(
                 self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
             ),
-            pending=pending,
+            pending=None if stored_pending else pending,
         )
+
+    def _stored(self, session_id: str, pending: MessageDraft | None) -> bool:
+        """True when the pending turn is stored already (same id, anywhere in the session): it
+        is then part of the history, and must not be added a second time. The same id with
+        other content is a `Conflict`, as appending it would be."""
+        if pending is None:
+            return False
+        stored = self.store.find_messages(session_id, [pending.id]).get(pending.id)
+        if stored is None:
+            return False
+        check_retry(stored, pending)
+        return True
 
     def _checkpointed(self, session_id: str) -> Checkpointed:
         return Checkpointed(

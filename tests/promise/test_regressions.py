@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from turnkeeper.cache import keys
-from turnkeeper.errors import ContextBudgetExceeded
+from turnkeeper.context.formats import to_openai
+from turnkeeper.errors import Conflict, ContextBudgetExceeded
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import NewMessage
 
@@ -81,3 +82,53 @@ def test_the_marker_follows_the_system_message(opened: Turnkeeper, strategy: str
     window = opened.context(session, strategy=strategy, keep_recent=10, include_internal=True)
     assert [m.kind for m in window.messages] == ["message", "marker", "message", "message"]
     assert window.messages[0].content == "You are a travel agent."
+
+
+# -- 4: a pending turn already stored, with something stored after it -------------------------
+
+
+@pytest.mark.parametrize("strategy", ["full", "recent", "sliding_window", "truncate", "summarize"])
+def test_a_stored_pending_turn_appears_once_when_something_follows_it(
+    opened: Turnkeeper, strategy: str
+) -> None:
+    session_id = chat(opened, 4)
+    opened.append(session_id, "user", "What about Lisbon?", id="turn-7")
+    opened.append(session_id, "system", "routing note", internal=True)
+    pending = NewMessage("user", "What about Lisbon?", id="turn-7")
+    window = opened.context(session_id, strategy=strategy, new_message=pending)
+    contents = [m.content for m in window.messages]
+    assert contents.count("What about Lisbon?") == 1
+    assert "pending" not in [m.kind for m in window.messages]
+
+
+def test_a_pending_turn_reusing_a_stored_id_for_other_text_is_a_conflict(
+    opened: Turnkeeper,
+) -> None:
+    session_id = chat(opened, 2)
+    opened.append(session_id, "user", "What about Lisbon?", id="turn-7")
+    with pytest.raises(Conflict, match="'turn-7'"):
+        opened.context(session_id, new_message=NewMessage("user", "And Porto?", id="turn-7"))
+
+
+# -- 3: an internal note between a tool call and its result -----------------------------------
+
+
+CALL = {"id": "call-1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("strategy", ["full", "sliding_window", "truncate", "summarize"])
+def test_an_internal_note_between_a_call_and_its_result_keeps_them_together(
+    opened: Turnkeeper, strategy: str
+) -> None:
+    session = opened.create_session()
+    opened.append(session, "system", "You are a travel agent.")
+    opened.append(session, "user", "Weather in Lisbon?")
+    opened.append(session, "assistant", "", tool_calls=[CALL])
+    opened.append(session, "system", "tool latency 2s", internal=True)
+    opened.append(session, "tool", "sunny, 24C", tool_call_id="call-1")
+    opened.append(session, "user", "Pack what?")
+    sent = to_openai(opened.context(session, strategy=strategy))
+    roles = [m["role"] for m in sent]
+    assert roles == ["system", "user", "system", "assistant", "tool", "user"]
+    assert sent[3]["tool_calls"][0]["id"] == sent[4]["tool_call_id"] == "call-1"
+    assert sent[2]["content"] == "tool latency 2s"

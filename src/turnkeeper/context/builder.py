@@ -203,6 +203,7 @@ class ContextBuilder:
             author=message.author,
             tool_calls=message.tool_calls,
             tool_call_id=message.tool_call_id,
+            internal=message.internal,
         )
 
     def _render_pending(self, draft: MessageDraft) -> ContextMessage:
@@ -222,6 +223,7 @@ class ContextBuilder:
             author=draft.author,
             tool_calls=draft.tool_calls,
             tool_call_id=draft.tool_call_id,
+            internal=draft.internal,
         )
 
 

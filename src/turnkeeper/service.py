@@ -24,6 +24,7 @@ from turnkeeper.context import conversation
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
 from turnkeeper.context.conversation import RECENT_MESSAGES, ConversationContext
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.perspective import EVENT_KEY
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
@@ -431,7 +432,7 @@ class Turnkeeper:
             tokens=self.counter.count_message(
                 role.value,
                 clean.content,
-                name=clean.author,
+                name=wire_name(role, clean.author),
                 tool_calls=tool_calls,
                 tool_call_id=clean.tool_call_id,
             ),

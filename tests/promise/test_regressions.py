@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.promise.recount import openai_tokens
 from turnkeeper.cache import keys
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import Conflict, ContextBudgetExceeded
@@ -132,3 +133,24 @@ def test_an_internal_note_between_a_call_and_its_result_keeps_them_together(
     assert roles == ["system", "user", "system", "assistant", "tool", "user"]
     assert sent[3]["tool_calls"][0]["id"] == sent[4]["tool_call_id"] == "call-1"
     assert sent[2]["content"] == "tool latency 2s"
+
+
+# -- 5: an agent's view is counted as it is sent, names included ------------------------------
+
+
+def test_an_agent_perspective_window_is_counted_with_the_names_it_sends(
+    opened: Turnkeeper,
+) -> None:
+    session = opened.create_session()
+    opened.append(session, "user", "Plan the trip to Lisbon and Porto", author="maria")
+    opened.append(session, "assistant", "Trains are best between them.", author="planner")
+    opened.append(session, "assistant", "Book the 9:00 Alfa Pendular.", author="booker")
+    opened.append(session, "user", "And hotels?", author="maria")
+    for budget in (80, 100, 120, 160, 400):
+        try:
+            window = opened.context(session, agent="planner", max_tokens=budget, model="gpt-4")
+        except ContextBudgetExceeded:
+            continue
+        sent = to_openai(window)
+        assert any("name" in message for message in sent)
+        assert openai_tokens(sent) == window.report.tokens_used <= budget

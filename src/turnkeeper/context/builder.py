@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
 from turnkeeper.context.strategies import Selection, strategy_for
@@ -190,7 +191,7 @@ class ContextBuilder:
             tokens = self.counter.count_message(
                 message.role,
                 message.content,
-                name=message.author,
+                name=wire_name(message.role, message.author),
                 tool_calls=message.tool_calls,
                 tool_call_id=message.tool_call_id,
             )
@@ -210,7 +211,7 @@ class ContextBuilder:
         tokens = self.counter.count_message(
             draft.role,
             draft.content,
-            name=draft.author,
+            name=wire_name(draft.role, draft.author),
             tool_calls=draft.tool_calls,
             tool_call_id=draft.tool_call_id,
         )

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.strategies import (
     Selection,
     SummarizerFailed,
@@ -129,7 +130,11 @@ class Perspective:
         tool_calls = message.tool_calls if own else None
         tool_call_id = message.tool_call_id if own else None
         tokens = self.counter.count_message(
-            role, content, tool_calls=tool_calls, tool_call_id=tool_call_id
+            role,
+            content,
+            name=wire_name(role, message.author),  # `to_openai` sends it
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
         )
         return ContextMessage(
             role=role, content=content, tokens=tokens, kind=kind, seq=seq,

@@ -553,7 +553,9 @@ class Turnkeeper:
 
         Defaults: `truncate` uses seed 001's `max_context_tokens` and `reserved_tokens`; every
         other strategy uses `max_tokens` from the settings, or else `budget_ratio` × the model's
-        context window (seed 000), with nothing reserved.
+        context window (seed 000), with nothing reserved. The default reserve belongs to the
+        default budget: a caller who gives `max_tokens` without `reserved_tokens` gets a window
+        of at most `max_tokens`, with nothing reserved.
         """
         if max_tokens is not None:
             check_positive("max_tokens", max_tokens)
@@ -562,7 +564,8 @@ class Turnkeeper:
         settings = self.settings
         if strategy is StrategyName.TRUNCATE:
             limit = max_tokens or settings.max_context_tokens
-            reserved = settings.reserved_tokens if reserved_tokens is None else reserved_tokens
+            default_reserve = settings.reserved_tokens if max_tokens is None else 0
+            reserved = default_reserve if reserved_tokens is None else reserved_tokens
         else:
             window = context_window_for_model(model, settings.default_context_window)
             limit = max_tokens or settings.max_tokens or math.floor(window * settings.budget_ratio)

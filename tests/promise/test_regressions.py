@@ -11,7 +11,7 @@ import pytest
 from tests.promise.recount import openai_tokens
 from turnkeeper.cache import keys
 from turnkeeper.context.formats import to_openai
-from turnkeeper.errors import Conflict, ContextBudgetExceeded
+from turnkeeper.errors import Conflict, ContextBudgetExceeded, InvalidInput, InvalidMessage
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import NewMessage
 
@@ -154,3 +154,51 @@ def test_an_agent_perspective_window_is_counted_with_the_names_it_sends(
         sent = to_openai(window)
         assert any("name" in message for message in sent)
         assert openai_tokens(sent) == window.report.tokens_used <= budget
+
+
+# -- 8: a small explicit budget with truncate -------------------------------------------------
+
+
+def test_truncate_with_an_explicit_budget_reserves_nothing_unless_asked(
+    opened: Turnkeeper,
+) -> None:
+    session_id = chat(opened, 40)
+    window = opened.context(session_id, strategy="truncate", max_tokens=400)
+    assert window.report.budget == 400
+    assert 300 < window.report.tokens_used <= 400
+    assert window.messages[1].content == "[Earlier messages truncated]"
+    reserved = opened.context(session_id, strategy="truncate", max_tokens=400, reserved_tokens=100)
+    assert reserved.report.budget == 300
+    default = opened.context(session_id, strategy="truncate")
+    assert default.report.budget == 6000 - 4500  # the default reserve of the default budget
+
+
+# -- 7: text no backend can store ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "problem"),
+    [
+        ({"content": "a\ud800"}, "content", "lone surrogate (U+D800)"),
+        ({"content": "nul \x00 byte"}, "content", "NUL"),
+        ({"content": "hi", "author": "bo\udfffb"}, "author", "lone surrogate"),
+        ({"content": "hi", "metadata": {"k": ["x\x00"]}}, "metadata.k[0]", "NUL"),
+        ({"content": "hi", "metadata": {"\ud83d": 1}}, "metadata.\ud83d", "lone surrogate"),
+    ],
+)
+def test_text_no_backend_can_store_is_an_invalid_message_and_stores_nothing(
+    opened: Turnkeeper, fields: dict[str, object], field: str, problem: str
+) -> None:
+    session = opened.create_session()
+    with pytest.raises(InvalidMessage) as info:
+        opened.append(session, "user", **fields)  # type: ignore[arg-type]
+    assert info.value.field == field and problem in info.value.problem
+    assert opened.get_session(session.id).message_count == 0
+    with pytest.raises(InvalidMessage):
+        opened.append_many(session, [NewMessage("user", "fine"), NewMessage("user", **fields)])  # type: ignore[arg-type]
+    assert opened.history(session) == []
+
+
+def test_a_session_title_with_a_lone_surrogate_is_refused(opened: Turnkeeper) -> None:
+    with pytest.raises(InvalidInput, match="title"):
+        opened.create_session(title="trip \ud800")

@@ -47,7 +47,8 @@ def openai_tokens(messages: list[dict[str, Any]]) -> int:
 def check_openai_shape(messages: list[dict[str, Any]]) -> None:
     """What the OpenAI chat API demands of tool calls: every assistant message with
     `tool_calls` is followed by exactly the tool messages answering its ids, and every tool
-    message answers a call of the assistant message right before its run of results."""
+    message answers a call of the assistant message right before its run of results (except
+    the last: a window must answer its trigger, whatever it is)."""
     for index, message in enumerate(messages):
         if message["role"] == "assistant" and message.get("tool_calls"):
             wanted = {str(call["id"]) for call in message["tool_calls"]}
@@ -57,7 +58,7 @@ def check_openai_shape(messages: list[dict[str, Any]]) -> None:
                     break
                 answered.append(later["tool_call_id"])
             assert set(answered) <= wanted, f"results for other calls after {wanted}"
-        if message["role"] == "tool":
+        if message["role"] == "tool" and index < len(messages) - 1:  # the trigger may be one
             back = index - 1
             while back >= 0 and messages[back]["role"] == "tool":
                 back -= 1
@@ -69,7 +70,8 @@ def check_openai_shape(messages: list[dict[str, Any]]) -> None:
 
 def check_anthropic_shape(request: dict[str, Any]) -> None:
     """What the Anthropic Messages API demands: alternating user/assistant turns, non-empty
-    content blocks, and every `tool_result` answering a `tool_use` of the turn right before."""
+    content blocks, and every `tool_result` answering a `tool_use` of the turn right before
+    (except in the last turn, which holds the trigger, whatever it is)."""
     assert isinstance(request["system"], str)
     turns = request["messages"]
     for index, turn in enumerate(turns):
@@ -81,7 +83,7 @@ def check_anthropic_shape(request: dict[str, Any]) -> None:
             results = [b["tool_use_id"] for b in after if b["type"] == "tool_result"]
             assert set(results) <= set(uses)
         results = [b["tool_use_id"] for b in turn["content"] if b["type"] == "tool_result"]
-        if results:
+        if results and index < len(turns) - 1:  # the last turn holds the trigger
             assert index > 0
             before = {b["id"] for b in turns[index - 1]["content"] if b["type"] == "tool_use"}
             assert set(results) <= before, "a tool_result without its tool_use"

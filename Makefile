@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 PORT ?= 8000
 DB   ?= sqlite:///$(CURDIR)/demo.db
 
-.PHONY: run test bench lint typecheck setup services chromium clean
+.PHONY: run test test-long bench lint typecheck setup services chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,9 @@ chromium: ## The system Chromium the browser tests drive (installed with apt-get
 
 test: lint typecheck services chromium ## Lint, type-check and run the whole test suite
 	$(BIN)/python -m pytest -q
+
+test-long: setup services ## The model-based test of the public API, long random profile, every backend
+	TK_STATEFUL_PROFILE=long $(BIN)/python -m pytest -q tests/promise/test_stateful.py
 
 bench: setup services ## Benchmarks; results go to bench/results/ and the README table
 	$(BIN)/python bench/bench_sqlite.py

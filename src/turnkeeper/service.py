@@ -22,12 +22,13 @@ from turnkeeper.context import conversation
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
 from turnkeeper.context.conversation import RECENT_MESSAGES, ConversationContext
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.perspective import EVENT_KEY
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import BackendUnavailable, InvalidInput, SessionExpired, SessionNotFound
 from turnkeeper.logs import get_logger
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, check_retry
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import (
     TokenCounter,
@@ -435,7 +436,7 @@ class Turnkeeper:
             tokens=self.counter.count_message(
                 role.value,
                 clean.content,
-                name=clean.author,
+                name=wire_name(role, clean.author),
                 tool_calls=tool_calls,
                 tool_call_id=clean.tool_call_id,
             ),
@@ -556,7 +557,9 @@ class Turnkeeper:
 
         Defaults: `truncate` uses seed 001's `max_context_tokens` and `reserved_tokens`; every
         other strategy uses `max_tokens` from the settings, or else `budget_ratio` × the model's
-        context window (seed 000), with nothing reserved.
+        context window (seed 000), with nothing reserved. The default reserve belongs to the
+        default budget: a caller who gives `max_tokens` without `reserved_tokens` gets a window
+        of at most `max_tokens`, with nothing reserved.
         """
         if max_tokens is not None:
             check_positive("max_tokens", max_tokens)
@@ -565,7 +568,8 @@ class Turnkeeper:
         settings = self.settings
         if strategy is StrategyName.TRUNCATE:
             limit = max_tokens or settings.max_context_tokens
-            reserved = settings.reserved_tokens if reserved_tokens is None else reserved_tokens
+            default_reserve = settings.reserved_tokens if max_tokens is None else 0
+            reserved = default_reserve if reserved_tokens is None else reserved_tokens
         else:
             window = context_window_for_model(model, settings.default_context_window)
             limit = max_tokens or settings.max_tokens or math.floor(window * settings.budget_ratio)
@@ -638,6 +642,7 @@ class Turnkeeper:
             summarizer=self._checkpointed(session.id) if include_internal else self._summarizer,
         )
         pending = self.draft(new_message) if new_message is not None else None
+        stored_pending = self._stored(session.id, pending)
         if agent is not None:
             name = _agent_name("agent", agent)
             state = self.store.get_agent_state(session.id, name)
@@ -661,8 +666,20 @@ class Turnkeeper:
             max_messages=(
                 self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
             ),
-            pending=pending,
+            pending=None if stored_pending else pending,
         )
+
+    def _stored(self, session_id: str, pending: MessageDraft | None) -> bool:
+        """True when the pending turn is stored already (same id, anywhere in the session): it
+        is then part of the history, and must not be added a second time. The same id with
+        other content is a `Conflict`, as appending it would be."""
+        if pending is None:
+            return False
+        stored = self.store.find_messages(session_id, [pending.id]).get(pending.id)
+        if stored is None:
+            return False
+        check_retry(stored, pending)
+        return True
 
     def _checkpointed(self, session_id: str) -> Checkpointed:
         return Checkpointed(

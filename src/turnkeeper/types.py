@@ -313,6 +313,7 @@ class ContextMessage:
     author: str | None = None
     tool_calls: tuple[JSONObject, ...] | None = None
     tool_call_id: str | None = None
+    internal: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,41 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")
 _ROLES = ", ".join(role.value for role in Role)
 
 
+def _unstorable(text: str) -> str | None:
+    """Why `text` cannot be stored as is on every backend, or None if it can."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        return f"contains a NUL character (U+0000) at position {nul}, which no backend stores"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        return (
+            f"contains a lone surrogate (U+{code:04X}) at position {exc.start}:"
+            " text must be valid Unicode (UTF-8)"
+        )
+    return None
+
+
+def check_storable(field: str, value: Any, *, error: type[InvalidInput] = InvalidInput) -> None:
+    """Every string in `value` (nested in objects and lists too, keys included) is valid Unicode
+    without NUL characters: one rule for every backend, so an export moves between them.
+
+    SQLite would store both; PostgreSQL refuses NUL, and a lone surrogate (legal in JSON as
+    `"\ud800"`) cannot be encoded at all, so both are refused before anything is written."""
+    if isinstance(value, str):
+        problem = _unstorable(value)
+        if problem is not None:
+            raise error(field, problem)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_storable(f"{field}.{key}", key, error=error)
+            check_storable(f"{field}.{key}", item, error=error)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_storable(f"{field}[{index}]", item, error=error)
+
+
 def check_name(
     field: str, value: str | None, *, error: type[InvalidInput] = InvalidInput
 ) -> str | None:
@@ -41,6 +76,7 @@ def check_text(field: str, value: str | None, *, max_length: int = 1000) -> str 
         raise InvalidInput(field, f"must be text, got {type(value).__name__}")
     if len(value) > max_length:
         raise InvalidInput(field, f"is {len(value)} characters; the limit is {max_length}")
+    check_storable(field, value)
     return value
 
 
@@ -56,6 +92,7 @@ def check_metadata(
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise error(field, f"must be a JSON object: {exc}") from None
+    check_storable(field, value, error=error)
     return dict(value)
 
 
@@ -92,6 +129,7 @@ def _check_tool_calls(value: Any) -> tuple[JSONObject, ...]:
         if not isinstance(function.get("arguments", ""), str):
             raise InvalidMessage(f"{where}.function.arguments", "must be a JSON string")
         calls.append(dict(call, type=call.get("type", "function")))
+    check_storable("tool_calls", calls, error=InvalidMessage)
     check_metadata("tool_calls", {"calls": calls}, error=InvalidMessage)
     return tuple(calls)
 
@@ -102,6 +140,7 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
     content = message.content
     if not isinstance(content, str):
         raise InvalidMessage("content", f"must be text, got {type(content).__name__}")
+    check_storable("content", content, error=InvalidMessage)
     size = len(content.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLarge("content", f"is {size} bytes; the limit is {max_bytes} bytes")
@@ -125,6 +164,8 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
         not isinstance(message.author, str) or len(message.author) > 200
     ):
         raise InvalidMessage("author", "must be text of at most 200 characters")
+    check_storable("author", message.author, error=InvalidMessage)
+    check_storable("tool_call_id", message.tool_call_id, error=InvalidMessage)
     check_name("id", message.id, error=InvalidMessage)
     if not isinstance(message.internal, bool):
         raise InvalidMessage("internal", "must be true or false")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from turnkeeper.context.builder import ContextBuilder
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import ListHistory
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.tokens import TokenCounter, counter_for
@@ -31,7 +32,11 @@ def tokens_of(
     tool_call_id: str | None = None,
 ) -> int:
     return counter.count_message(
-        role, content, name=author, tool_calls=tool_calls, tool_call_id=tool_call_id
+        role,
+        content,
+        name=wire_name(role, author),
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
     )
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.context.helpers import T0, call, msg
 from turnkeeper.context.builder import ContextBuilder
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import ListHistory
 from turnkeeper.context.strategies import (
     full_marker,
@@ -127,7 +128,11 @@ def pending_entry(case: Case) -> MessageDraft | None:
 
 def count(counter: TokenCounter, m: ContextMessage | Message | MessageDraft) -> int:
     return counter.count_message(
-        m.role, m.content, name=m.author, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id
+        m.role,
+        m.content,
+        name=wire_name(m.role, m.author),
+        tool_calls=m.tool_calls,
+        tool_call_id=m.tool_call_id,
     )
 
 

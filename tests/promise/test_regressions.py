@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.promise.recount import openai_tokens
 from turnkeeper.cache import keys
-from turnkeeper.errors import ContextBudgetExceeded
+from turnkeeper.context.formats import to_openai
+from turnkeeper.errors import Conflict, ContextBudgetExceeded, InvalidInput, InvalidMessage
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import NewMessage
 
@@ -81,3 +83,122 @@ def test_the_marker_follows_the_system_message(opened: Turnkeeper, strategy: str
     window = opened.context(session, strategy=strategy, keep_recent=10, include_internal=True)
     assert [m.kind for m in window.messages] == ["message", "marker", "message", "message"]
     assert window.messages[0].content == "You are a travel agent."
+
+
+# -- 4: a pending turn already stored, with something stored after it -------------------------
+
+
+@pytest.mark.parametrize("strategy", ["full", "recent", "sliding_window", "truncate", "summarize"])
+def test_a_stored_pending_turn_appears_once_when_something_follows_it(
+    opened: Turnkeeper, strategy: str
+) -> None:
+    session_id = chat(opened, 4)
+    opened.append(session_id, "user", "What about Lisbon?", id="turn-7")
+    opened.append(session_id, "system", "routing note", internal=True)
+    pending = NewMessage("user", "What about Lisbon?", id="turn-7")
+    window = opened.context(session_id, strategy=strategy, new_message=pending)
+    contents = [m.content for m in window.messages]
+    assert contents.count("What about Lisbon?") == 1
+    assert "pending" not in [m.kind for m in window.messages]
+
+
+def test_a_pending_turn_reusing_a_stored_id_for_other_text_is_a_conflict(
+    opened: Turnkeeper,
+) -> None:
+    session_id = chat(opened, 2)
+    opened.append(session_id, "user", "What about Lisbon?", id="turn-7")
+    with pytest.raises(Conflict, match="'turn-7'"):
+        opened.context(session_id, new_message=NewMessage("user", "And Porto?", id="turn-7"))
+
+
+# -- 3: an internal note between a tool call and its result -----------------------------------
+
+
+CALL = {"id": "call-1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("strategy", ["full", "sliding_window", "truncate", "summarize"])
+def test_an_internal_note_between_a_call_and_its_result_keeps_them_together(
+    opened: Turnkeeper, strategy: str
+) -> None:
+    session = opened.create_session()
+    opened.append(session, "system", "You are a travel agent.")
+    opened.append(session, "user", "Weather in Lisbon?")
+    opened.append(session, "assistant", "", tool_calls=[CALL])
+    opened.append(session, "system", "tool latency 2s", internal=True)
+    opened.append(session, "tool", "sunny, 24C", tool_call_id="call-1")
+    opened.append(session, "user", "Pack what?")
+    sent = to_openai(opened.context(session, strategy=strategy))
+    roles = [m["role"] for m in sent]
+    assert roles == ["system", "user", "system", "assistant", "tool", "user"]
+    assert sent[3]["tool_calls"][0]["id"] == sent[4]["tool_call_id"] == "call-1"
+    assert sent[2]["content"] == "tool latency 2s"
+
+
+# -- 5: an agent's view is counted as it is sent, names included ------------------------------
+
+
+def test_an_agent_perspective_window_is_counted_with_the_names_it_sends(
+    opened: Turnkeeper,
+) -> None:
+    session = opened.create_session()
+    opened.append(session, "user", "Plan the trip to Lisbon and Porto", author="maria")
+    opened.append(session, "assistant", "Trains are best between them.", author="planner")
+    opened.append(session, "assistant", "Book the 9:00 Alfa Pendular.", author="booker")
+    opened.append(session, "user", "And hotels?", author="maria")
+    for budget in (80, 100, 120, 160, 400):
+        try:
+            window = opened.context(session, agent="planner", max_tokens=budget, model="gpt-4")
+        except ContextBudgetExceeded:
+            continue
+        sent = to_openai(window)
+        assert any("name" in message for message in sent)
+        assert openai_tokens(sent) == window.report.tokens_used <= budget
+
+
+# -- 8: a small explicit budget with truncate -------------------------------------------------
+
+
+def test_truncate_with_an_explicit_budget_reserves_nothing_unless_asked(
+    opened: Turnkeeper,
+) -> None:
+    session_id = chat(opened, 40)
+    window = opened.context(session_id, strategy="truncate", max_tokens=400)
+    assert window.report.budget == 400
+    assert 300 < window.report.tokens_used <= 400
+    assert window.messages[1].content == "[Earlier messages truncated]"
+    reserved = opened.context(session_id, strategy="truncate", max_tokens=400, reserved_tokens=100)
+    assert reserved.report.budget == 300
+    default = opened.context(session_id, strategy="truncate")
+    assert default.report.budget == 6000 - 4500  # the default reserve of the default budget
+
+
+# -- 7: text no backend can store ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "problem"),
+    [
+        ({"content": "a\ud800"}, "content", "lone surrogate (U+D800)"),
+        ({"content": "nul \x00 byte"}, "content", "NUL"),
+        ({"content": "hi", "author": "bo\udfffb"}, "author", "lone surrogate"),
+        ({"content": "hi", "metadata": {"k": ["x\x00"]}}, "metadata.k[0]", "NUL"),
+        ({"content": "hi", "metadata": {"\ud83d": 1}}, "metadata.\ud83d", "lone surrogate"),
+    ],
+)
+def test_text_no_backend_can_store_is_an_invalid_message_and_stores_nothing(
+    opened: Turnkeeper, fields: dict[str, object], field: str, problem: str
+) -> None:
+    session = opened.create_session()
+    with pytest.raises(InvalidMessage) as info:
+        opened.append(session, "user", **fields)  # type: ignore[arg-type]
+    assert info.value.field == field and problem in info.value.problem
+    assert opened.get_session(session.id).message_count == 0
+    with pytest.raises(InvalidMessage):
+        opened.append_many(session, [NewMessage("user", "fine"), NewMessage("user", **fields)])  # type: ignore[arg-type]
+    assert opened.history(session) == []
+
+
+def test_a_session_title_with_a_lone_surrogate_is_refused(opened: Turnkeeper) -> None:
+    with pytest.raises(InvalidInput, match="title"):
+        opened.create_session(title="trip \ud800")

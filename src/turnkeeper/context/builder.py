@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
 from turnkeeper.context.strategies import Selection, strategy_for
@@ -195,7 +196,7 @@ class ContextBuilder:
             tokens = self.counter.count_message(
                 message.role,
                 message.content,
-                name=message.author,
+                name=wire_name(message.role, message.author),
                 tool_calls=message.tool_calls,
                 tool_call_id=message.tool_call_id,
             )
@@ -208,13 +209,14 @@ class ContextBuilder:
             author=message.author,
             tool_calls=message.tool_calls,
             tool_call_id=message.tool_call_id,
+            internal=message.internal,
         )
 
     def _render_pending(self, draft: MessageDraft) -> ContextMessage:
         tokens = self.counter.count_message(
             draft.role,
             draft.content,
-            name=draft.author,
+            name=wire_name(draft.role, draft.author),
             tool_calls=draft.tool_calls,
             tool_call_id=draft.tool_call_id,
         )
@@ -227,6 +229,7 @@ class ContextBuilder:
             author=draft.author,
             tool_calls=draft.tool_calls,
             tool_call_id=draft.tool_call_id,
+            internal=draft.internal,
         )
 
 

@@ -22,6 +22,14 @@ def openai_name(author: str) -> str:
     return _NAME_UNSAFE.sub("_", author)[:_NAME_MAX]
 
 
+def wire_name(role: Role | str, author: str | None) -> str | None:
+    """The `name` OpenAI gets for a message (tool results take none). Token counts use it too,
+    so a window is counted exactly as it is sent."""
+    if not author or Role(role) is Role.TOOL:
+        return None
+    return openai_name(author)
+
+
 def to_openai(window: ContextWindow) -> list[dict[str, Any]]:
     """The window as OpenAI chat `messages`.
 
@@ -34,8 +42,9 @@ def to_openai(window: ContextWindow) -> list[dict[str, Any]]:
 
 def _openai_message(message: ContextMessage) -> dict[str, Any]:
     entry: dict[str, Any] = {"role": message.role.value, "content": message.content}
-    if message.author and message.role is not Role.TOOL:
-        entry["name"] = openai_name(message.author)
+    name = wire_name(message.role, message.author)
+    if name is not None:
+        entry["name"] = name
     if message.role is Role.ASSISTANT and message.tool_calls:
         entry["tool_calls"] = [dict(call) for call in message.tool_calls]
     if message.role is Role.TOOL and message.tool_call_id:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from turnkeeper.context.formats import wire_name
 from turnkeeper.context.strategies import (
     Selection,
     SummarizerFailed,
@@ -129,7 +130,11 @@ class Perspective:
         tool_calls = message.tool_calls if own else None
         tool_call_id = message.tool_call_id if own else None
         tokens = self.counter.count_message(
-            role, content, tool_calls=tool_calls, tool_call_id=tool_call_id
+            role,
+            content,
+            name=wire_name(role, message.author),  # `to_openai` sends it
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
         )
         return ContextMessage(
             role=role, content=content, tokens=tokens, kind=kind, seq=seq,
@@ -163,7 +168,7 @@ class Perspective:
         first. `pending` says the trigger is not stored yet."""
         self._own_calls.clear()
         self._callers.clear()
-        history = [self._entry(m, m.seq, "message") for m in earlier]
+        history = self._paired([self._entry(m, m.seq, "message") for m in earlier], earlier)
         missed = self.away(earlier)
         fixed: list[ContextMessage] = []
         if missed:
@@ -177,6 +182,26 @@ class Perspective:
         if used + sum(entry.tokens for entry in history) <= budget:
             return Selection(messages=(*history, *fixed), left_out=0)
         return self._shortened(earlier, history, fixed, budget - used)
+
+    def _paired(
+        self, entries: list[ContextMessage], messages: Sequence[Message]
+    ) -> list[ContextMessage]:
+        """`entries` with every tool result that does not follow its call (through a run of
+        results) turned into attributed text: a model API rejects a result without its call,
+        and the agent still learns what the tool said."""
+        out: list[ContextMessage] = []
+        for entry, message in zip(entries, messages, strict=True):
+            if entry.role is Role.TOOL and not _answers_previous(out, entry):
+                text = self.attributed(message)
+                tokens = self.counter.count_message(
+                    Role.SYSTEM, text, name=wire_name(Role.SYSTEM, message.author)
+                )
+                entry = ContextMessage(
+                    Role.SYSTEM, text, tokens, seq=entry.seq, message_id=entry.message_id,
+                    author=message.author,
+                )  # fmt: skip
+            out.append(entry)
+        return out
 
     def _away_line(self, message: Message) -> str:
         if message.role in (Role.USER, Role.SYSTEM):
@@ -235,3 +260,15 @@ class Perspective:
         while start < len(history) and history[start].role is Role.TOOL:
             start += 1
         return start
+
+
+def _answers_previous(window: list[ContextMessage], result: ContextMessage) -> bool:
+    """True when `result` answers a call of the assistant message before the run of tool
+    results that ends `window`."""
+    index = len(window) - 1
+    while index >= 0 and window[index].role is Role.TOOL:
+        index -= 1
+    if index < 0 or window[index].role is not Role.ASSISTANT:
+        return False
+    calls = window[index].tool_calls or ()
+    return result.tool_call_id in {str(call.get("id")) for call in calls}

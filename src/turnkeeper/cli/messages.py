@@ -15,6 +15,7 @@ from turnkeeper.cli.app import (
     SessionArg,
     app,
     open_ctx,
+    read_stdin_text,
 )
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.types import ContextWindow, NewMessage, StrategyName
@@ -62,7 +63,7 @@ def add(
     """Append one message to a session."""
     if text == "-" and sys.stdin.isatty():
         typer.echo("Reading the message from stdin; end it with Ctrl-D.", err=True)
-    content = sys.stdin.read().removesuffix("\n") if text == "-" else text
+    content = read_stdin_text("content").removesuffix("\n") if text == "-" else text
     with open_ctx(db, json_output) as ctx:
         message = ctx.tk.append(
             session, role, content, author=author, internal=internal, id=message_id,

@@ -87,7 +87,7 @@ class SessionCreate(_Request):
     )
     kind: str | None = Field(None, max_length=100, description="Session kind, e.g. dev-task.")
     title: str | None = Field(None, max_length=1000)
-    phase: str | None = Field(None, max_length=100)
+    phase: Phase | None = Field(None, description="One of seed 004's phases.")
     metadata: JSON | None = Field(None, description="Any JSON object.")
     ttl_seconds: float | None = Field(
         None,
@@ -112,11 +112,11 @@ class SessionUpdate(_Request):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"title": "Leak found", "phase": "review"}]},
+        json_schema_extra={"examples": [{"title": "Leak found", "phase": "plan"}]},
     )
 
     title: str | None = Field(None, max_length=1000)
-    phase: str | None = Field(None, max_length=100)
+    phase: Phase | None = Field(None, description="One of seed 004's phases.")
     metadata: JSON | None = None
     ttl_seconds: float | None = Field(
         None,

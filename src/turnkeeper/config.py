@@ -117,6 +117,12 @@ class Settings(BaseSettings):
     lru_size: int = Field(
         default=100, ge=0, description="Sessions the in-process cache keeps (seed 000); 0: off."
     )
+    lru_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        gt=0,
+        description="Most bytes of messages the in-process cache holds, whatever `lru_size` "
+        "allows (least recently used sessions are dropped first).",
+    )
 
     session_expiration: timedelta | None = Field(
         default=timedelta(hours=24),
@@ -192,6 +198,18 @@ class Settings(BaseSettings):
         default=8 * 1024 * 1024,
         gt=0,
         description="Largest HTTP request body accepted (413 beyond it).",
+    )
+    server_threads: int = Field(
+        default=40,
+        gt=0,
+        le=1000,
+        description="Requests the HTTP service works on at once (its thread pool); more wait.",
+    )
+    malloc_arenas: int = Field(
+        default=2,
+        ge=0,
+        description="Cap on glibc's malloc arenas in `turnkeeper serve` (like MALLOC_ARENA_MAX; "
+        "0: glibc's default of 8 per core). Bounds the memory request threads keep.",
     )
     llm_base_url: str = Field(
         default="https://api.openai.com/v1",

@@ -17,6 +17,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")
 _ROLES = ", ".join(role.value for role in Role)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""Characters PostgreSQL refuses (NUL) or UTF-8 cannot encode (lone surrogates)."""
+
+
 def check_name(
     field: str, value: str | None, *, error: type[InvalidInput] = InvalidInput
 ) -> str | None:
@@ -41,6 +45,10 @@ def check_text(field: str, value: str | None, *, max_length: int = 1000) -> str 
         raise InvalidInput(field, f"must be text, got {type(value).__name__}")
     if len(value) > max_length:
         raise InvalidInput(field, f"is {len(value)} characters; the limit is {max_length}")
+    if _UNSTORABLE.search(value):
+        raise InvalidInput(
+            field, "contains a NUL character or a lone surrogate, which no store keeps"
+        )
     return value
 
 

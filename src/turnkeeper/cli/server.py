@@ -36,10 +36,12 @@ def serve(
     import uvicorn
 
     from turnkeeper.server.app import check_bind, create_app
+    from turnkeeper.server.memory import limit_arenas
     from turnkeeper.server.observability import configure_logging
 
     settings = load_settings(database_url=db, host=host, port=port, auth=False if no_auth else None)
     check_bind(settings)
+    limit_arenas(settings.malloc_arenas)  # before uvicorn starts any thread
     configure_logging()
     url = f"http://{settings.host}:{settings.port}"
     typer.echo(f"turnkeeper is serving on {url} (API docs: {url}/docs)", err=True)

@@ -33,6 +33,7 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
+from turnkeeper.validation import MAX_WHOLE
 
 JSON = dict[str, Any]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$"
@@ -203,8 +204,8 @@ class SessionPage(BaseModel):
 class UsageModel(BaseModel):
     """Tokens the model reported for producing a message."""
 
-    input_tokens: int = Field(0, ge=0)
-    output_tokens: int = Field(0, ge=0)
+    input_tokens: int = Field(0, ge=0, le=MAX_WHOLE)
+    output_tokens: int = Field(0, ge=0, le=MAX_WHOLE)
 
 
 class MessageCreate(_Request):
@@ -243,7 +244,7 @@ class AppendOne(MessageCreate):
     """One message, optionally guarded by `expected_last_seq` (optimistic concurrency)."""
 
     expected_last_seq: int | None = Field(
-        None, ge=0, description="Fail with 409 unless this is the session's last seq."
+        None, ge=0, le=MAX_WHOLE, description="Fail with 409 unless this is the session's last seq."
     )
 
 
@@ -265,7 +266,7 @@ class AppendMany(_Request):
     )
 
     messages: list[MessageCreate] = Field(min_length=1, max_length=1000)
-    expected_last_seq: int | None = Field(None, ge=0)
+    expected_last_seq: int | None = Field(None, ge=0, le=MAX_WHOLE)
 
 
 class MessagePublic(BaseModel):
@@ -428,12 +429,14 @@ class ChatRequest(_Request):
     create: bool = Field(False, description="Create the session if the key names none.")
     stream: bool = Field(False, description="Answer as server-sent events.")
     strategy: StrategyName | None = None
-    max_tokens: int | None = Field(None, gt=0, description="Context budget (tokens).")
-    reserved_tokens: int | None = Field(None, ge=0)
-    keep_recent: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0, le=MAX_WHOLE, description="Context budget.")
+    reserved_tokens: int | None = Field(None, ge=0, le=MAX_WHOLE)
+    keep_recent: int | None = Field(None, gt=0, le=MAX_WHOLE)
     model: str | None = Field(None, description="Upstream model (default: llm_model).")
     temperature: float | None = Field(None, ge=0, le=2)
-    max_output_tokens: int | None = Field(None, gt=0, description="Sent as the reply's max_tokens.")
+    max_output_tokens: int | None = Field(
+        None, gt=0, le=MAX_WHOLE, description="Sent as the reply's max_tokens."
+    )
 
     def to_message(self) -> NewMessage:
         return NewMessage(
@@ -590,7 +593,7 @@ class HandoffCreate(_Request):
 class AgentStateUpdatePublic(_Request):
     """Set an agent's position and/or provider session id (omitted fields are kept)."""
 
-    last_processed_seq: int | None = Field(None, ge=0)
+    last_processed_seq: int | None = Field(None, ge=0, le=MAX_WHOLE)
     provider_session_id: str | None = Field(None, max_length=255)
 
 
@@ -600,7 +603,7 @@ class AgentResponse(_Request):
 
     reply: str | None = Field(None, description="The agent's answer, if it is to be stored.")
     provider_session_id: str | None = Field(None, max_length=255)
-    execution_ms: int | None = Field(None, ge=0, description="Time the turn took.")
+    execution_ms: int | None = Field(None, ge=0, le=MAX_WHOLE, description="Time the turn took.")
 
 
 class AgentStatePublic(BaseModel):

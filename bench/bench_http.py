@@ -250,8 +250,13 @@ def main() -> None:
             "",
         ]
     )
+    publish("http-memory" if args.message_bytes else "http", report)
+
+
+def publish(name: str, report: str) -> None:
+    """Print `report`, write it to bench/results/NAME.md and between the README's `bench:NAME`
+    markers (other benchmarks import this)."""
     print(report)
-    name = "http-memory" if args.message_bytes else "http"
     results = RESULTS.with_name(f"{name}.md")
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(report, encoding="utf-8")

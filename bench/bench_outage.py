@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 from tests.hostile.served import serve  # noqa: E402 - the tests' own helpers, from the root
 from tests.hostile.throwaway_postgres import ThrowawayPostgres  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "outage.md"
-README = ROOT / "README.md"
+from bench_http import publish  # noqa: E402
 
 
 def timed(call: object) -> tuple[float, httpx.Response]:
@@ -79,14 +78,7 @@ def main() -> None:
             "",
         ]
     )
-    print(report)
-    RESULTS.write_text(report, encoding="utf-8")
-    start, end = "<!-- bench:outage -->", "<!-- /bench:outage -->"
-    text = README.read_text(encoding="utf-8")
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        README.write_text(f"{head}{start}\n{report}{end}{tail}", encoding="utf-8")
+    publish("outage", report)
 
 
 if __name__ == "__main__":

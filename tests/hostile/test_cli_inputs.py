@@ -87,9 +87,10 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'cli.db'}"
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One database for the module: every case must leave it as it found it."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'cli.db'}"
     assert run_cli("sessions", "create", "--key", "s", "--db", url).returncode == 0
     assert run_cli("add", "s", "--role", "user", "hello", "--db", url).returncode == 0
     return url

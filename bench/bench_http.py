@@ -9,6 +9,10 @@ tokens). Measured per backend: requests/s, p50/p99 latency (all requests, and pe
 (any non-2xx or transport error: must be 0) and messages lost (acknowledged appends missing
 from the store, or stored twice: must be 0).
 
+With `--message-bytes N` every appended message is N bytes: a test of the server's memory bound
+(results in bench/results/http-memory.md and the README's `bench:http-memory` block). Every run
+records the server's resident memory after warm-up and after the load.
+
 Backends: the embedded SQLite default (synchronous=FULL: every append reaches the disk), and
 PostgreSQL when `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test database on 127.0.0.1) is
 reachable, in a schema of its own dropped afterwards. Results go to bench/results/http.md and
@@ -59,9 +63,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def rss_mib(pid: int) -> float:
+    """Resident memory of process `pid` in MiB (VmRSS of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 @contextmanager
-def serving(database_url: str) -> Iterator[tuple[str, str]]:
-    """`turnkeeper serve` on `database_url` in a subprocess; yields (URL, an API key)."""
+def serving(database_url: str) -> Iterator[tuple[str, str, int]]:
+    """`turnkeeper serve` on `database_url` in a subprocess; yields (URL, an API key, its
+    process id)."""
     with turnkeeper.open(database_url) as tk:
         _, token = ApiKeys(tk.store).create("bench")
     port = _free_port()
@@ -90,7 +103,7 @@ def serving(database_url: str) -> Iterator[tuple[str, str]]:
         else:
             raise RuntimeError("the server did not come up")
         _warm_up(url, token)
-        yield url, token
+        yield url, token, process.pid
     finally:
         process.terminate()
         process.wait(timeout=20)
@@ -158,14 +171,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def row(backend: str, clients: int, tally: Tally, elapsed: float, lost: int) -> str:
+def row(
+    backend: str, clients: int, tally: Tally, elapsed: float, lost: int, rss: tuple[float, float]
+) -> str:
     every = tally.append_ms + tally.context_ms
     return (
         f"| {backend} | {clients} | {elapsed:.0f} s | {len(every):,} | {len(every) / elapsed:,.0f}"
         f" | {statistics.median(every):.1f} / {pct(every, 0.99):.1f}"
         f" | {statistics.median(tally.append_ms):.1f} / {pct(tally.append_ms, 0.99):.1f}"
         f" | {statistics.median(tally.context_ms):.1f} / {pct(tally.context_ms, 0.99):.1f}"
-        f" | {len(tally.errors)} | {lost} |"
+        f" | {len(tally.errors)} | {lost} | {rss[0]:.0f} → {rss[1]:.0f} |"
     )
 
 
@@ -191,8 +206,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="10 seconds per backend")
+    parser.add_argument(
+        "--message-bytes",
+        type=int,
+        default=0,
+        help="Append messages of this size instead of the short default (a memory test: "
+        "their context builds are refused, 422, and not counted as errors).",
+    )
     args = parser.parse_args()
     seconds = 10.0 if args.quick else args.seconds
+    global TEXT
+    if args.message_bytes:
+        TEXT = (TEXT * (args.message_bytes // len(TEXT) + 1))[: args.message_bytes]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         backends = [("SQLite (file, synchronous=FULL)", nullcontext(f"sqlite:///{tmp}/http.db"))]
@@ -201,28 +226,41 @@ def main() -> None:
             with database as url:
                 if url is None:
                     continue
-                with serving(url) as (base, token):
+                with serving(url) as (base, token, pid):
+                    before = rss_mib(pid)
                     tally, elapsed, lost = asyncio.run(load(base, token, args.clients, seconds))
-                rows.append(row(name, args.clients, tally, elapsed, lost))
+                    after = rss_mib(pid)
+                if args.message_bytes:  # windows of such messages do not fit 2,000 tokens
+                    tally.errors = [e for e in tally.errors if not e.startswith("context 422")]
+                rows.append(row(name, args.clients, tally, elapsed, lost, (before, after)))
                 for error in tally.errors[:5]:
                     print(f"error: {error}", file=sys.stderr)
     report = "\n".join(
         [
             f"HTTP load, {datetime.now(UTC):%Y-%m-%d}: `turnkeeper serve` (one process, API keys"
             " on) on loopback; each client owns a session and loops append → context"
-            " (sliding_window, 2,000 tokens). Latencies in ms (p50 / p99).",
+            " (sliding_window, 2,000 tokens). Latencies in ms (p50 / p99); RSS: the server's"
+            " resident memory in MiB after warm-up → after the run"
+            + (f"; messages of {args.message_bytes:,} bytes." if args.message_bytes else "."),
             "",
             "| backend | clients | run | requests | req/s | all p50 / p99 | append p50 / p99"
-            " | context p50 / p99 | errors | messages lost |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            " | context p50 / p99 | errors | messages lost | RSS MiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
         ]
     )
+    publish("http-memory" if args.message_bytes else "http", report)
+
+
+def publish(name: str, report: str) -> None:
+    """Print `report`, write it to bench/results/NAME.md and between the README's `bench:NAME`
+    markers (other benchmarks import this)."""
     print(report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(report, encoding="utf-8")
-    start, end = "<!-- bench:http -->", "<!-- /bench:http -->"
+    results = RESULTS.with_name(f"{name}.md")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(report, encoding="utf-8")
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     text = README.read_text(encoding="utf-8")
     if start in text and end in text:
         head, rest = text.split(start, 1)

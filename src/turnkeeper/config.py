@@ -99,6 +99,16 @@ class Settings(BaseSettings):
     postgres_pool_size: int = Field(
         default=8, gt=0, description="Most PostgreSQL connections one process keeps open."
     )
+    postgres_acquire_timeout: timedelta = Field(
+        default=timedelta(seconds=2),
+        description="How long a request waits for a pooled PostgreSQL connection before it "
+        "fails with 503 (while the database is down, this is how fast requests fail).",
+    )
+    postgres_connect_timeout: timedelta = Field(
+        default=timedelta(seconds=2),
+        description="How long one attempt to open a PostgreSQL connection may take (whole "
+        "seconds, at least 2: libpq's unit and minimum).",
+    )
     redis_url: str | None = Field(
         default=None,
         description="Optional shared cache, e.g. redis://127.0.0.1:6379/0. Never needed for "
@@ -113,6 +123,12 @@ class Settings(BaseSettings):
     )
     lru_size: int = Field(
         default=100, ge=0, description="Sessions the in-process cache keeps (seed 000); 0: off."
+    )
+    lru_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        gt=0,
+        description="Most bytes of messages the in-process cache holds, whatever `lru_size` "
+        "allows (least recently used sessions are dropped first).",
     )
 
     session_expiration: timedelta | None = Field(
@@ -190,6 +206,18 @@ class Settings(BaseSettings):
         gt=0,
         description="Largest HTTP request body accepted (413 beyond it).",
     )
+    server_threads: int = Field(
+        default=40,
+        gt=0,
+        le=1000,
+        description="Requests the HTTP service works on at once (its thread pool); more wait.",
+    )
+    malloc_arenas: int = Field(
+        default=2,
+        ge=0,
+        description="Cap on glibc's malloc arenas in `turnkeeper serve` (like MALLOC_ARENA_MAX; "
+        "0: glibc's default of 8 per core). Bounds the memory request threads keep.",
+    )
     llm_base_url: str = Field(
         default="https://api.openai.com/v1",
         description="Base URL of the OpenAI-compatible endpoint the /chat turn and the proxy "
@@ -255,6 +283,8 @@ class Settings(BaseSettings):
         "llm_retry_backoff",
         "redis_timeout",
         "cache_ttl",
+        "postgres_acquire_timeout",
+        "postgres_connect_timeout",
         mode="before",
     )
     @classmethod

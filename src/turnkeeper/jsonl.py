@@ -8,6 +8,7 @@ same file twice adds nothing the second time. The same format is the cold-storag
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -151,23 +152,45 @@ def export_sessions(
     return sessions, messages
 
 
+_WIDE_BOMS = {
+    codecs.BOM_UTF32_LE: "UTF-32",
+    codecs.BOM_UTF32_BE: "UTF-32",
+    codecs.BOM_UTF16_LE: "UTF-16",
+    codecs.BOM_UTF16_BE: "UTF-16",
+}
+
+
 def read_batches(path: Path, report: ImportReport) -> Iterator[Batch]:
-    """The sessions of a JSONL export, one batch each (see `turnkeeper.importers`)."""
+    """The sessions of a JSONL export, one batch each (see `turnkeeper.importers`).
+
+    JSONL is UTF-8: a file that starts with a UTF-16 or UTF-32 byte order mark is refused as a
+    whole (every line would be malformed), a UTF-8 one is skipped, and a line that is not UTF-8
+    is a malformed line like any other."""
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise InvalidInput("file", f"cannot read {path}: {exc.strerror}") from None
     with handle:
+        start = handle.read(4)
+        for bom, name in _WIDE_BOMS.items():
+            if start.startswith(bom):
+                raise InvalidInput(
+                    "file",
+                    f"{path} is {name} text; JSONL is UTF-8 (convert it first, e.g. "
+                    f"iconv -f {name} -t UTF-8)",
+                )
+        handle.seek(len(codecs.BOM_UTF8) if start.startswith(codecs.BOM_UTF8) else 0)
         yield from _batches(path, handle, report)
 
 
-def _batches(path: Path, lines: Iterable[str], report: ImportReport) -> Iterator[Batch]:
+def _batches(path: Path, lines: Iterable[bytes], report: ImportReport) -> Iterator[Batch]:
     """Group records into per-session batches; malformed lines are reported and skipped."""
     batch: Batch | None = None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
         try:
+            line = raw.decode("utf-8")  # a UnicodeDecodeError is a ValueError: malformed
             record = json.loads(line)
             if not isinstance(record, dict):
                 raise ValueError("a record must be a JSON object")

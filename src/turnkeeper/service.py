@@ -65,6 +65,7 @@ from turnkeeper.validation import (
     check_metadata,
     check_name,
     check_non_negative,
+    check_phase,
     check_positive,
     check_strategy,
     check_text,
@@ -169,7 +170,7 @@ class Turnkeeper:
             subject=check_text("subject", subject, max_length=255),
             kind=check_text("kind", kind, max_length=100),
             title=check_text("title", title),
-            phase=check_text("phase", phase, max_length=100),
+            phase=check_phase(phase),
             expires_at=None if lifetime is None else self._clock() + lifetime,
             metadata=check_metadata("metadata", metadata),
         )
@@ -303,7 +304,7 @@ class Turnkeeper:
             expires_at = None if ttl is None else self._clock() + ttl
         patch = SessionPatch(
             title=UNSET if title is UNSET else check_text("title", title),
-            phase=UNSET if phase is UNSET else check_text("phase", phase, max_length=100),
+            phase=UNSET if phase is UNSET else check_phase(phase),
             metadata=UNSET if metadata is UNSET else check_metadata("metadata", metadata),
             expires_at=expires_at,
         )
@@ -717,11 +718,9 @@ class Turnkeeper:
         reflection) and record the transition in the history as a system event (`metadata.
         event.kind == "phase_transition"`, with who moved it and the hand-off summary if any).
         Returns the stored event."""
-        try:
-            new = Phase(phase)
-        except ValueError:
-            names = ", ".join(p.value for p in Phase)
-            raise InvalidInput("phase", f"unknown phase {phase!r}; use {names}") from None
+        new = check_phase(phase)
+        if new is None:
+            raise InvalidInput("phase", "a phase is needed")
         session = self.get_session(ref, project=project)
         by = check_name("by", by)
         summary = check_text("summary", summary)

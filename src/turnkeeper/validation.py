@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from turnkeeper.errors import ContentTooLarge, InvalidInput, InvalidMessage
-from turnkeeper.types import JSONObject, NewMessage, Role, StrategyName, Usage
+from turnkeeper.types import JSONObject, NewMessage, Phase, Role, StrategyName, Usage
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")
 _ROLES = ", ".join(role.value for role in Role)
@@ -106,6 +106,17 @@ def check_strategy(value: StrategyName | str) -> StrategyName:
         ) from None
 
 
+def check_phase(value: Phase | str | None) -> Phase | None:
+    """One of seed 004's phases (None: no phase)."""
+    if value is None:
+        return None
+    try:
+        return Phase(value)
+    except ValueError:
+        names = ", ".join(phase.value for phase in Phase)
+        raise InvalidInput("phase", f"unknown phase {value!r}; choose one of {names}") from None
+
+
 def check_role(value: Role | str) -> Role:
     try:
         return Role(value)
@@ -188,13 +199,24 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
     )
 
 
+MAX_WHOLE = 2**63 - 1
+"""The largest number a count, seq or budget may be: both backends store 64-bit integers, and
+a larger one would overflow SQLite's binding (an error, not an answer)."""
+
+
 def check_positive(field: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise InvalidInput(field, f"must be a positive whole number, got {value!r}")
-    return value
+    return _within_64_bits(field, value)
 
 
 def check_non_negative(field: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidInput(field, f"must be a whole number >= 0, got {value!r}")
+    return _within_64_bits(field, value)
+
+
+def _within_64_bits(field: str, value: int) -> int:
+    if value > MAX_WHOLE:
+        raise InvalidInput(field, f"must be at most {MAX_WHOLE}, got {value}")
     return value

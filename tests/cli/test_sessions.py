@@ -194,10 +194,10 @@ def test_show_by_key_does_not_see_another_projects_session(cli: Cli) -> None:
 def test_update_changes_title_phase_and_metadata(cli: Cli) -> None:
     s = cli.session("--title", "old", "--metadata", '{"a": 1}')
     out = cli.json(
-        "sessions", "update", s["id"], "--title", "new", "--phase", "review",
+        "sessions", "update", s["id"], "--title", "new", "--phase", "verification",
         "--metadata", '{"b": 2}',
     )  # fmt: skip
-    assert (out["session"]["title"], out["session"]["phase"]) == ("new", "review")
+    assert (out["session"]["title"], out["session"]["phase"]) == ("new", "verification")
     assert out["session"]["metadata"] == {"b": 2}
 
 

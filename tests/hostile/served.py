@@ -3,6 +3,7 @@ resident memory readable from /proc, and the raw HTTP a hostile client would sen
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -66,7 +67,7 @@ def serve(
     db_url: str, log: Path, *extra: str, env: dict[str, str] | None = None
 ) -> Iterator[Served]:
     """Run `turnkeeper serve --db db_url` until the block ends; its logs go to `log`."""
-    environment = {**os.environ, **(env or {})}
+    environment = {**os.environ, "TURNKEEPER_CONFIG": os.devnull, **(env or {})}
     created = run_cli("keys", "create", "--project", "ops", "--admin", "--json", "--db", db_url,
                       env=environment)  # fmt: skip
     assert created.returncode == 0, created.stderr.decode()
@@ -91,10 +92,7 @@ def serve(
 
 
 def _key_of(output: str) -> str:
-    import json
-
-    record = json.loads(output)
-    return str(record["token"])
+    return str(json.loads(output)["token"])
 
 
 def _wait_until_up(served: Served, log: Path) -> None:

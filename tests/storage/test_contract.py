@@ -142,12 +142,12 @@ def test_list_filters_and_orders_by_last_activity(tk: Turnkeeper, clock: Clock) 
 def test_search_finds_text_in_key_subject_or_title_ignoring_case(tk: Turnkeeper) -> None:
     by_key = tk.create_session(key="Invoice-42")
     by_subject = tk.create_session(subject="bead-invoice")
-    by_title = tk.create_session(title="Late INVOICES", phase="review")
+    by_title = tk.create_session(title="Late INVOICES", phase="plan")
     tk.create_session(key="other", subject="bead-9", title="Weather")
     literal = tk.create_session(title="100%_sure")
     found = {s.id for s in tk.list_sessions(search="invoice").items}
     assert found == {by_key.id, by_subject.id, by_title.id}
-    assert [s.id for s in tk.list_sessions(search="invoice", phase="review").items] == [by_title.id]
+    assert [s.id for s in tk.list_sessions(search="invoice", phase="plan").items] == [by_title.id]
     assert [s.id for s in tk.list_sessions(search="%_").items] == [literal.id]  # not wildcards
     assert tk.list_sessions(search="bead_9").items == ()  # "_" is no wildcard: not bead-9
 

@@ -18,7 +18,7 @@ def seed(service: Service) -> dict[str, str]:
     tk = service.tk
     support = tk.create_session(
         key="support-42", project="alpha", subject="bead-7", kind="support",
-        title="Refund for order 42", phase="triage", ttl=timedelta(days=7),
+        title="Refund for order 42", phase="execute", ttl=timedelta(days=7),
     )  # fmt: skip
     tk.append(support, "system", "You are a courteous support agent.")
     tk.append(support, "user", "My order **42** arrived broken.", author="ana")
@@ -28,7 +28,7 @@ def seed(service: Service) -> dict[str, str]:
     )
     tk.append(support, "user", "A refund, please.", author="ana")
     planning = tk.create_session(
-        key="roadmap", project="alpha", kind="planning", title="Q3 roadmap", phase="draft"
+        key="roadmap", project="alpha", kind="planning", title="Q3 roadmap", phase="plan"
     )
     tk.append(planning, "user", "List the themes.")
     other = tk.create_session(key="beta-only", project="beta", kind="support", title="Beta chat")
@@ -81,7 +81,7 @@ def test_filters_by_search_project_kind_status_and_phase(as_admin: Page, ui: Ser
     as_admin.get_by_label("Status").select_option("archived")
     as_admin.get_by_role("button", name="Filter").click()
     assert rows(as_admin) == ["Q3 roadmap"]
-    as_admin.goto("/?phase=triage")
+    as_admin.goto("/?phase=execute")
     assert rows(as_admin) == ["Refund for order 42"]
     as_admin.goto("/?q=nothing-like-this")
     expect(as_admin.get_by_role("heading", name="No sessions match these filters")).to_be_visible()

@@ -3,6 +3,11 @@
 Entries are grouped by session and tagged with the session's version. A lookup with a newer
 version drops the session's old entries at once, so memory holds at most `max_sessions` sessions
 and only their current version. Thread-safe: one lock around plain dict operations.
+
+A count of sessions alone bounds nothing when a message may be a megabyte: 100 sessions of
+pages of large messages held gigabytes. So the cache is bounded by size as well: each entry is
+weighed (`weigh`: the text it holds, plus a fixed overhead per object) and the least recently
+used sessions are dropped until the total is under `max_bytes`.
 """
 
 from __future__ import annotations
@@ -16,17 +21,40 @@ ENTRIES_PER_SESSION = 64
 """Most distinct reads (pages, counts, stats) kept per session; enough for any window build."""
 
 
+OVERHEAD = 256
+"""Bytes counted for each cached object besides its text (object headers, dict slots)."""
+
+
+def weigh(value: Any) -> int:
+    """About how many bytes `value` (a message page, a count, a statistics record) holds."""
+    if isinstance(value, str | bytes):
+        return OVERHEAD + len(value)
+    if isinstance(value, tuple | list):
+        return OVERHEAD + sum(weigh(item) for item in value)
+    content = getattr(value, "content", None)
+    if isinstance(content, str):
+        return OVERHEAD + len(content) + len(str(getattr(value, "metadata", "")))
+    return OVERHEAD
+
+
 @dataclass
 class _Session:
     version: int
     entries: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    weights: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def weight(self) -> int:
+        return sum(self.weights.values())
 
 
 class SessionLRU:
     """Values by (session, version, key), for the `max_sessions` most recently used sessions."""
 
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
+        self.weight = 0  # bytes held, as `weigh` counts them
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -40,19 +68,27 @@ class SessionLRU:
             return held.entries[key]
 
     def put(self, session_id: str, version: int, key: str, value: Any) -> None:
+        size = weigh(value)
+        if size > self.max_bytes:
+            return  # larger than the whole cache: not worth evicting everything for
         with self._lock:
             held = self._sessions.get(session_id)
             if held is None or held.version < version:
+                if held is not None:
+                    self.weight -= held.weight
                 held = self._sessions[session_id] = _Session(version)
             elif held.version > version:
                 return  # a slower reader of an older version: keep the newer entries
-            held.entries[key] = value
+            self.weight += size - held.weights.get(key, 0)
+            held.entries[key], held.weights[key] = value, size
             held.entries.move_to_end(key)
             if len(held.entries) > ENTRIES_PER_SESSION:
-                held.entries.popitem(last=False)
+                oldest, _ = held.entries.popitem(last=False)
+                self.weight -= held.weights.pop(oldest)
             self._sessions.move_to_end(session_id)
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
+            while len(self._sessions) > self.max_sessions or self.weight > self.max_bytes:
+                _, dropped = self._sessions.popitem(last=False)
+                self.weight -= dropped.weight
 
     def __len__(self) -> int:
         with self._lock:

@@ -359,5 +359,5 @@ def cached(store: Store, settings: Settings) -> CachedStore:
         redis = RedisCache(
             settings.redis_url, timeout=settings.redis_timeout, ttl=settings.cache_ttl
         )
-    lru = SessionLRU(settings.lru_size) if settings.lru_size else None
+    lru = SessionLRU(settings.lru_size, settings.lru_max_bytes) if settings.lru_size else None
     return CachedStore(store, lru=lru, redis=redis)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 import turnkeeper
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
-from turnkeeper.errors import SessionNotFound, TurnkeeperError
+from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import UNSET, JSONObject, Session
@@ -51,6 +52,7 @@ class TurnkeeperGroup(TyperGroup):
         _readable_help(self)
         reset = _GLOBAL_OPTIONS.set(None)  # an in-process rerun starts afresh
         try:
+            _check_utf8(sys.argv[1:] if args is None else args)
             with _logs_to_stderr():
                 result = super().main(
                     args, prog_name, complete_var, False, windows_expand_args, **extra
@@ -120,6 +122,27 @@ def _flag_help(
 
 def _no_type(ctx: Any) -> None:
     return None
+
+
+def _check_utf8(args: Sequence[str]) -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates (`surrogateescape`), which no
+    text field can store: refuse them here, naming the argument, before any command runs."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageProblem(f"argument {os.fsencode(arg)!r} is not UTF-8 text") from None
+
+
+def read_stdin_text(field: str) -> str:
+    """All of stdin as UTF-8 text (`InvalidInput` naming `field` when it is not)."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            field, f"stdin is not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})"
+        ) from None
 
 
 @contextmanager

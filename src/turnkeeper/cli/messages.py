@@ -17,6 +17,7 @@ from turnkeeper.cli.app import (
     open_ctx,
     parse_metadata,
     parse_tool_calls,
+    read_stdin_text,
     session_or_new,
 )
 from turnkeeper.context.formats import to_anthropic, to_openai
@@ -98,7 +99,7 @@ def add(
     calls = None if tool_calls is None else parse_tool_calls(tool_calls)
     if text == "-" and sys.stdin.isatty():
         typer.echo("Reading the message from stdin; end it with Ctrl-D.", err=True)
-    content = sys.stdin.read().removesuffix("\n") if text == "-" else text
+    content = read_stdin_text("content").removesuffix("\n") if text == "-" else text
     new = NewMessage(
         role=role, content=content, author=author, internal=internal, id=message_id,
         metadata=metadata, tool_calls=calls, tool_call_id=tool_call_id,

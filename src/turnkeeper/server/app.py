@@ -23,6 +23,7 @@ from turnkeeper.errors import InvalidConfig
 from turnkeeper.expiry import Sweeper
 from turnkeeper.llm import LLMClient
 from turnkeeper.server import gate, problems, ui
+from turnkeeper.server.memory import Trimmer, limit_threads
 from turnkeeper.server.observability import RequestObserver, record_stored, record_upstream
 from turnkeeper.server.routes import (
     agents,
@@ -53,6 +54,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        limit_threads(settings.server_threads)
         service = tk if tk is not None else turnkeeper.open(settings=settings)
         llm = LLMClient.from_settings(settings, observer=record_upstream)
         app.state.settings = settings
@@ -61,9 +63,12 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
         app.state.turns = ChatTurns(service, llm, on_stored=record_stored)
         sweeper = Sweeper(service)  # seed 000's hourly cleanup; one sweeper at a time per database
         sweeper.start()
+        trimmer = Trimmer()  # freed memory goes back to the system after a burst
+        trimmer.start()
         try:
             yield
         finally:
+            trimmer.stop()
             sweeper.stop()
             llm.close()
             if tk is None:

@@ -18,18 +18,21 @@ from turnkeeper.server.auth import Caller, authenticate, bearer
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
 
+# The three getters below only read `app.state`: async, so they run on the event loop and
+# never wait for a thread (a probe must not queue behind requests; see routes.health).
 
-def get_tk(request: Request) -> Turnkeeper:
+
+async def get_tk(request: Request) -> Turnkeeper:
     tk: Turnkeeper = request.app.state.tk
     return tk
 
 
-def get_turns(request: Request) -> ChatTurns:
+async def get_turns(request: Request) -> ChatTurns:
     turns: ChatTurns = request.app.state.turns
     return turns
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

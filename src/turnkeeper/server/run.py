@@ -14,6 +14,7 @@ import uvicorn
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.server.app import check_bind, create_app
+from turnkeeper.server.memory import limit_arenas
 
 
 def bind(settings: Settings) -> socket.socket:
@@ -52,6 +53,7 @@ def url_of(sock: socket.socket) -> str:
 
 def serve(settings: Settings, sock: socket.socket) -> None:
     """Serve the app on the bound socket until interrupted."""
+    limit_arenas(settings.malloc_arenas)  # before uvicorn starts any thread
     config = uvicorn.Config(
         create_app(settings),
         access_log=False,  # the service logs each request itself, with its request id

@@ -34,6 +34,7 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
+from turnkeeper.validation import MAX_WHOLE
 
 JSON = dict[str, Any]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$"
@@ -88,7 +89,7 @@ class SessionCreate(_Request):
     )
     kind: str | None = Field(None, max_length=100, description="Session kind, e.g. dev-task.")
     title: str | None = Field(None, max_length=1000)
-    phase: str | None = Field(None, max_length=100)
+    phase: Phase | None = Field(None, description="One of seed 004's phases.")
     metadata: JSON | None = Field(None, description="Any JSON object.")
     ttl_seconds: float | None = Field(
         None,
@@ -113,11 +114,11 @@ class SessionUpdate(_Request):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"title": "Leak found", "phase": "review"}]},
+        json_schema_extra={"examples": [{"title": "Leak found", "phase": "plan"}]},
     )
 
     title: str | None = Field(None, max_length=1000)
-    phase: str | None = Field(None, max_length=100)
+    phase: Phase | None = Field(None, description="One of seed 004's phases.")
     metadata: JSON | None = None
     ttl_seconds: float | None = Field(
         None,
@@ -204,8 +205,8 @@ class SessionPage(BaseModel):
 class UsageModel(BaseModel):
     """Tokens the model reported for producing a message."""
 
-    input_tokens: int = Field(0, ge=0)
-    output_tokens: int = Field(0, ge=0)
+    input_tokens: int = Field(0, ge=0, le=MAX_WHOLE)
+    output_tokens: int = Field(0, ge=0, le=MAX_WHOLE)
 
 
 class MessageCreate(_Request):
@@ -244,7 +245,7 @@ class AppendOne(MessageCreate):
     """One message, optionally guarded by `expected_last_seq` (optimistic concurrency)."""
 
     expected_last_seq: int | None = Field(
-        None, ge=0, description="Fail with 409 unless this is the session's last seq."
+        None, ge=0, le=MAX_WHOLE, description="Fail with 409 unless this is the session's last seq."
     )
 
 
@@ -266,7 +267,7 @@ class AppendMany(_Request):
     )
 
     messages: list[MessageCreate] = Field(min_length=1, max_length=1000)
-    expected_last_seq: int | None = Field(None, ge=0)
+    expected_last_seq: int | None = Field(None, ge=0, le=MAX_WHOLE)
 
 
 class MessagePublic(BaseModel):
@@ -429,12 +430,14 @@ class ChatRequest(_Request):
     create: bool = Field(False, description="Create the session if the key names none.")
     stream: bool = Field(False, description="Answer as server-sent events.")
     strategy: StrategyName | None = None
-    max_tokens: int | None = Field(None, gt=0, description="Context budget (tokens).")
-    reserved_tokens: int | None = Field(None, ge=0)
-    keep_recent: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0, le=MAX_WHOLE, description="Context budget.")
+    reserved_tokens: int | None = Field(None, ge=0, le=MAX_WHOLE)
+    keep_recent: int | None = Field(None, gt=0, le=MAX_WHOLE)
     model: str | None = Field(None, description="Upstream model (default: llm_model).")
     temperature: float | None = Field(None, ge=0, le=2)
-    max_output_tokens: int | None = Field(None, gt=0, description="Sent as the reply's max_tokens.")
+    max_output_tokens: int | None = Field(
+        None, gt=0, le=MAX_WHOLE, description="Sent as the reply's max_tokens."
+    )
 
     def to_message(self) -> NewMessage:
         return NewMessage(
@@ -594,7 +597,7 @@ class HandoffCreate(_Request):
 class AgentStateUpdatePublic(_Request):
     """Set an agent's position and/or provider session id (omitted fields are kept)."""
 
-    last_processed_seq: int | None = Field(None, ge=0)
+    last_processed_seq: int | None = Field(None, ge=0, le=MAX_WHOLE)
     provider_session_id: str | None = Field(None, max_length=255)
 
 
@@ -604,7 +607,7 @@ class AgentResponse(_Request):
 
     reply: str | None = Field(None, description="The agent's answer, if it is to be stored.")
     provider_session_id: str | None = Field(None, max_length=255)
-    execution_ms: int | None = Field(None, ge=0, description="Time the turn took.")
+    execution_ms: int | None = Field(None, ge=0, le=MAX_WHOLE, description="Time the turn took.")
 
 
 class AgentStatePublic(BaseModel):

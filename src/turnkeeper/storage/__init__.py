@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turnkeeper.config import Settings
+from turnkeeper.config import Settings, default_database_url
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.storage.base import Store
 
@@ -19,11 +19,22 @@ def open_backend(url: str, settings: Settings) -> Store:
     if scheme == "sqlite":
         from turnkeeper.storage.sqlite import SQLiteStore
 
-        return SQLiteStore(url, synchronous=settings.sqlite_synchronous)
+        # The embedded default lives in the user's data directory, made on first use; any
+        # other path is the user's own, and a missing directory there is a typo to report.
+        return SQLiteStore(
+            url,
+            synchronous=settings.sqlite_synchronous,
+            create_directory=url == default_database_url(),
+        )
     if scheme in POSTGRES_SCHEMES:
         from turnkeeper.storage.postgres import PostgresStore
 
-        return PostgresStore(url, max_size=settings.postgres_pool_size)
+        return PostgresStore(
+            url,
+            max_size=settings.postgres_pool_size,
+            connect_timeout=settings.postgres_connect_timeout.total_seconds(),
+            pool_timeout=settings.postgres_acquire_timeout.total_seconds(),
+        )
     raise InvalidConfig(
         "database_url",
         f"unsupported scheme {scheme!r}; use sqlite:///path/to/file.db or"

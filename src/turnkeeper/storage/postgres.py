@@ -114,7 +114,11 @@ def search_path(setting: str) -> list[str]:
 
 def redact(url: str) -> str:
     """The URL without its password, for messages and `Store.url`."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsed lazily; a bad port raises here
+    except ValueError as exc:
+        raise InvalidConfig("database_url", f"not a valid PostgreSQL URL ({exc})") from None
     if parts.password is None:
         return url
     host = parts.hostname or ""
@@ -135,27 +139,38 @@ class PostgresStore(sql.SQLReads):
         *,
         min_size: int = 1,
         max_size: int = 8,
-        connect_timeout: float = 5.0,
-        pool_timeout: float = 30.0,
+        connect_timeout: float = 2.0,
+        pool_timeout: float = 2.0,
         target_version: int = LATEST_VERSION,
     ) -> None:
         self.url = redact(url)
+        connect_seconds = max(2, round(connect_timeout))  # libpq: whole seconds, 2 at least
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
+            # Fail fast while the database is away: a request waits `pool_timeout` for a
+            # connection at most (then 503), every connection is checked as it is handed out
+            # (so one left broken by a restart is replaced, not given to a request), and a
+            # failing reconnection gives up after about a connection attempt, so the next
+            # request starts a fresh one instead of waiting out an ever longer back-off.
             timeout=pool_timeout,
+            check=ConnectionPool.check_connection,
+            reconnect_timeout=connect_seconds,
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
-                "connect_timeout": max(1, round(connect_timeout)),
+                "connect_timeout": connect_seconds,
             },
             configure=self._configure,
             open=False,
             name=f"turnkeeper:{self.url}",
         )
         with self._mapped_errors():
-            self._pool.open(wait=True, timeout=connect_timeout)
+            # One plain connection first: an unreachable server is one clear error now,
+            # rather than the pool's own retries and warnings until it gives up.
+            psycopg.connect(url, connect_timeout=connect_seconds).close()
+            self._pool.open(wait=True, timeout=connect_seconds)
         try:
             self._migrate(target_version)
         except BaseException:

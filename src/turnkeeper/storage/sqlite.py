@@ -17,7 +17,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from turnkeeper.errors import BackendUnavailable, Conflict, NotFound, SessionNotFound
+from turnkeeper.errors import (
+    BackendUnavailable,
+    Conflict,
+    InvalidConfig,
+    NotFound,
+    SessionNotFound,
+)
 from turnkeeper.storage import sql
 from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
 from turnkeeper.storage.sql import Dialect
@@ -62,6 +68,7 @@ class SQLiteStore(sql.SQLReads):
         synchronous: str = "FULL",
         busy_timeout: timedelta = timedelta(seconds=60),
         target_version: int = LATEST_VERSION,
+        create_directory: bool = False,
     ) -> None:
         self.path = path_from_url(url)
         self.url = f"sqlite:///{self.path}"
@@ -70,10 +77,19 @@ class SQLiteStore(sql.SQLReads):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise BackendUnavailable(f"cannot create the directory of {self.path}: {exc}") from exc
+        if create_directory:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise BackendUnavailable(
+                    f"cannot create the directory of {self.path}: {exc}"
+                ) from exc
+        elif not self.path.parent.is_dir():
+            raise InvalidConfig(
+                "database_url",
+                f"directory {self.path.parent} does not exist (a new database file is created, "
+                "its directory is not: create it first)",
+            )
         self._migrate(target_version)
 
     # -- connections and transactions -------------------------------------------------------

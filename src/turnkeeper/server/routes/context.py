@@ -12,6 +12,7 @@ from turnkeeper.server.deps import TK, Scope, SessionRef
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import ContextReportPublic, ContextResponse, WindowFormat
 from turnkeeper.types import ContextWindow, StrategyName
+from turnkeeper.validation import MAX_WHOLE
 
 router = APIRouter(tags=["context"], responses=PROBLEM_RESPONSES)
 
@@ -56,7 +57,8 @@ def build_context(
         ),
     ] = None,
     trigger: Annotated[
-        int | None, Query(gt=0, description="Seq of the message to answer (default: newest).")
+        int | None,
+        Query(gt=0, le=MAX_WHOLE, description="Seq of the message to answer (default: newest)."),
     ] = None,
 ) -> ContextResponse:
     """Build the window for the next turn under a token budget (nothing stored changes).

@@ -60,9 +60,12 @@ def served(env: dict[str, str], tmp_path: Path, *args: str) -> Iterator[tuple[st
 
 
 def _traffic(url: str) -> None:
-    httpx.post(f"{url}/v1/sessions", json={"key": "k"})
-    httpx.post(f"{url}/v1/sessions/k/messages", json={"role": "user", "content": "hi"})
-    httpx.get(f"{url}/v1/sessions/k/context")
+    headers = {"X-Request-ID": "trace-42"}
+    httpx.post(f"{url}/v1/sessions", json={"key": "k"}, headers=headers)
+    httpx.post(
+        f"{url}/v1/sessions/k/messages", json={"role": "user", "content": "hi"}, headers=headers
+    )
+    httpx.get(f"{url}/v1/sessions/k/context", headers=headers)
 
 
 def test_the_banner_names_the_web_ui_and_the_api_docs(env: dict[str, str], tmp_path: Path) -> None:
@@ -81,7 +84,10 @@ def test_logs_are_json_lines_off_a_terminal(env: dict[str, str], tmp_path: Path)
     assert requests[-3:] == ["/v1/sessions", "/v1/sessions/k/messages", "/v1/sessions/k/context"]
     built = next(r for r in records if r["event"] == "conversation_context_loaded")
     assert built["logger"] == "turnkeeper.context" and built["level"] == "info"
-    assert built["strategy"] == "sliding_window" and built["request_id"]
+    assert built["strategy"] == "sliding_window" and built["request_id"] == "trace-42"
+    traced = [r["event"] for r in records if r.get("request_id") == "trace-42"]
+    assert traced.count("http_request") == 3
+    assert all(r.get("request_id") for r in records if r["event"] == "http_request")
 
 
 def test_console_logs_are_readable_lines(env: dict[str, str], tmp_path: Path) -> None:

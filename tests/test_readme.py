@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 NOT_RUN = {
-    "make run    # set-up": "the make targets themselves",
+    "make run": "the make targets themselves",
     "from openai import OpenAI": "talks to a running service with an API key",
     "turnkeeper keys create --project acme": "starts the service and waits",
     "KEY=tk_…;": "talks to a running service with an API key",

@@ -128,3 +128,37 @@ def test_a_port_in_use_is_one_line_and_nothing_announced(
     assert result.stderr.splitlines() == [
         f"error: port: {port} on 127.0.0.1 is already in use; choose another with --port"
     ]
+
+
+def test_on_a_terminal_the_logs_are_console_lines(env: dict[str, str], tmp_path: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", "0",
+         "--db", f"sqlite:///{tmp_path / 'tty.db'}"],
+        stderr=follower, stdout=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    os.close(follower)
+    output = b""
+    try:
+        while b"/docs" not in output:
+            output += os.read(leader, 4096)
+        url = re.search(rb"serving on (http://\S+)", output)
+        assert url, output
+        _traffic(url.group(1).decode())
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    lines = [line for line in output.decode().splitlines() if "http_request" in line]
+    assert len(lines) == 3
+    assert not any(line.lstrip().startswith("{") for line in lines)

@@ -18,7 +18,6 @@ README between the `bench:shared` markers.
 from __future__ import annotations
 
 import argparse
-import logging
 import multiprocessing as mp
 import os
 import random
@@ -33,7 +32,6 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
-import structlog
 from prometheus_client import REGISTRY
 
 import turnkeeper
@@ -168,7 +166,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     per_writer_total = 400 if args.quick else 2000
     sizes = [1000, 10_000] if args.quick else [1000, 100_000]
     builds = 10 if args.quick else 30

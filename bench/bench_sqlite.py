@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sqlite3
 import statistics
 import tempfile
@@ -25,8 +24,6 @@ import tracemalloc
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-
-import structlog
 
 import turnkeeper
 from turnkeeper.tokens import counter_for
@@ -109,8 +106,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
     args = parser.parse_args()
-    # One `conversation_context_loaded` line per build would drown the results.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     appends = 300 if args.quick else 2000
     sizes = [100, 1000, 10_000] if args.quick else [100, 1000, 10_000, 100_000]
     builds = 5 if args.quick else 15

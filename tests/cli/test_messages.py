@@ -205,6 +205,7 @@ def test_context_with_a_small_budget_truncates_and_says_so(cli: Cli, chat: dict[
     out = cli.json("context", "chat", "--strategy", "sliding_window", "--max-tokens", "120")
     report = out["report"]
     assert report["truncated"] is True and report["messages_dropped"] > 0
+    assert report["messages_dropped"] == len(report["dropped_seqs"]) + report["dropped_unread"]
     assert report["budget"] == 120 and report["tokens_used"] <= 120
     assert out["messages"][0]["content"] == "You are a terse assistant."
     assert any(marker in m["content"] for m in out["messages"] for marker in report["markers"])

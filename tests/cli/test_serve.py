@@ -60,9 +60,12 @@ def served(env: dict[str, str], tmp_path: Path, *args: str) -> Iterator[tuple[st
 
 
 def _traffic(url: str) -> None:
-    httpx.post(f"{url}/v1/sessions", json={"key": "k"})
-    httpx.post(f"{url}/v1/sessions/k/messages", json={"role": "user", "content": "hi"})
-    httpx.get(f"{url}/v1/sessions/k/context")
+    headers = {"X-Request-ID": "trace-42"}
+    httpx.post(f"{url}/v1/sessions", json={"key": "k"}, headers=headers)
+    httpx.post(
+        f"{url}/v1/sessions/k/messages", json={"role": "user", "content": "hi"}, headers=headers
+    )
+    httpx.get(f"{url}/v1/sessions/k/context", headers=headers)
 
 
 def test_the_banner_names_the_web_ui_and_the_api_docs(env: dict[str, str], tmp_path: Path) -> None:
@@ -81,7 +84,10 @@ def test_logs_are_json_lines_off_a_terminal(env: dict[str, str], tmp_path: Path)
     assert requests[-3:] == ["/v1/sessions", "/v1/sessions/k/messages", "/v1/sessions/k/context"]
     built = next(r for r in records if r["event"] == "conversation_context_loaded")
     assert built["logger"] == "turnkeeper.context" and built["level"] == "info"
-    assert built["strategy"] == "sliding_window" and built["request_id"]
+    assert built["strategy"] == "sliding_window" and built["request_id"] == "trace-42"
+    traced = [r["event"] for r in records if r.get("request_id") == "trace-42"]
+    assert traced.count("http_request") == 3
+    assert all(r.get("request_id") for r in records if r["event"] == "http_request")
 
 
 def test_console_logs_are_readable_lines(env: dict[str, str], tmp_path: Path) -> None:
@@ -122,3 +128,37 @@ def test_a_port_in_use_is_one_line_and_nothing_announced(
     assert result.stderr.splitlines() == [
         f"error: port: {port} on 127.0.0.1 is already in use; choose another with --port"
     ]
+
+
+def test_on_a_terminal_the_logs_are_console_lines(env: dict[str, str], tmp_path: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", "0",
+         "--db", f"sqlite:///{tmp_path / 'tty.db'}"],
+        stderr=follower, stdout=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    os.close(follower)
+    output = b""
+    try:
+        while b"/docs" not in output:
+            output += os.read(leader, 4096)
+        url = re.search(rb"serving on (http://\S+)", output)
+        assert url, output
+        _traffic(url.group(1).decode())
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    lines = [line for line in output.decode().splitlines() if "http_request" in line]
+    assert len(lines) == 3
+    assert not any(line.lstrip().startswith("{") for line in lines)

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,52 +169,3 @@ def test_the_openapi_schema_documents_every_route_with_examples(service: Service
     } <= paths  # fmt: skip
     assert schema["components"]["schemas"]["SessionCreate"]["examples"]
     assert "Problem" in schema["components"]["schemas"]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def test_serve_logs_json_lines_carrying_the_request_id(tmp_path: Path) -> None:
-    port = _free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(Path(turnkeeper.__file__).parents[1]),
-        "TURNKEEPER_CONFIG": os.devnull,
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", str(port),
-         "--db", f"sqlite:///{tmp_path / 'served.db'}"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True,
-    )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                httpx.get(f"{url}/healthz")
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        headers = {"X-Request-ID": "trace-42"}
-        httpx.post(f"{url}/v1/sessions", json={"key": "k"}, headers=headers)
-        httpx.post(
-            f"{url}/v1/sessions/k/messages", json={"role": "user", "content": "hi"}, headers=headers
-        )
-        httpx.get(f"{url}/v1/sessions/k/context", headers=headers)
-    finally:
-        process.terminate()
-        _, stderr = process.communicate(timeout=10)
-    assert f"serving on http://127.0.0.1:{port}" in stderr
-    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-    traced = [line for line in lines if line.get("request_id") == "trace-42"]
-    assert [line["event"] for line in traced].count("http_request") == 3
-    assert "conversation_context_loaded" in {line["event"] for line in traced}
-    assert all(
-        line.get("request_id")
-        for line in lines
-        if line["event"] in ("http_request", "conversation_context_loaded")
-    )

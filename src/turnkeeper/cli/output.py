@@ -65,7 +65,11 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, Message):
         return message_record(value)
     if isinstance(value, ContextReport):
-        return {**_fields(value), "truncated": value.truncated}
+        return {
+            **_fields(value),
+            "truncated": value.truncated,
+            "dropped_unread": value.dropped_unread,
+        }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _fields(value)
     if isinstance(value, datetime):

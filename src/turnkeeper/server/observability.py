@@ -37,7 +37,6 @@ REQUEST_ID_HEADER = "x-request-id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 LogFormat = Literal["auto", "console", "json"]
-LOG_FORMATS: tuple[LogFormat, ...] = ("auto", "console", "json")
 
 _CONTEXT_LOGGER = f"{ROOT}.context"
 _SERVED_LOGGERS = (ROOT, "uvicorn", "uvicorn.error")

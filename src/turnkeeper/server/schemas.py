@@ -331,7 +331,11 @@ class ContextReportPublic(BaseModel):
     encoding: str
     truncated: bool = Field(description="True when anything stored was left out or summarized.")
     markers: list[str]
-    dropped_seqs: list[int]
+    dropped_seqs: list[int] = Field(description="Seqs of the dropped messages the build read.")
+    dropped_unread: int = Field(
+        description="Dropped messages older than any it read (not in `dropped_seqs`): "
+        "`messages_dropped` = `len(dropped_seqs)` + `dropped_unread`."
+    )
     summarized_seqs: list[int]
 
     @classmethod
@@ -343,7 +347,7 @@ class ContextReportPublic(BaseModel):
             messages_summarized=report.messages_summarized, tokens_used=report.tokens_used,
             budget=report.budget, encoding=report.encoding, truncated=report.truncated,
             markers=list(report.markers), dropped_seqs=list(report.dropped_seqs),
-            summarized_seqs=list(report.summarized_seqs),
+            dropped_unread=report.dropped_unread, summarized_seqs=list(report.summarized_seqs),
         )  # fmt: skip
 
 

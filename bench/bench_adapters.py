@@ -104,7 +104,7 @@ async def run(sizes: list[int], reads: int) -> list[tuple[int, str, float, float
     for items in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             sdk_path = Path(tmp) / "sdk.db"
-            with turnkeeper.open(f"sqlite:///{tmp}/tk.db", session_expiration=None) as tk:
+            with turnkeeper.open(f"sqlite:///{tmp}/tk.db") as tk:
                 tk.counter.count_text("load the tokenizer once, as any long-lived process does")
                 times = await side_by_side(
                     {"sdk": SQLiteSession("bench", sdk_path), "tk": TurnkeeperSession("bench", tk)},

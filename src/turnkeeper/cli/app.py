@@ -31,7 +31,7 @@ from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
 from turnkeeper.errors import SessionNotFound, TurnkeeperError
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import UNSET, JSONObject, Session
+from turnkeeper.types import UNSET, JSONObject, Session, StrategyName
 
 EXIT_ERROR = 1
 
@@ -345,13 +345,23 @@ ProjectOption = Annotated[
 SessionArg = Annotated[
     str, typer.Argument(metavar="SESSION", help="Session id, or key (looked up in --project).")
 ]
+
+
+def metadata_option(help: str) -> Any:
+    """`--metadata JSON`: a JSON object (a usage error naming the option otherwise)."""
+    return typer.Option(
+        "--metadata", metavar="JSON", parser=parse_metadata, help=help, show_default=False
+    )
+
+
 MetadataOption = Annotated[
     dict[str, Any] | None,
-    typer.Option(
-        "--metadata",
-        metavar="JSON",
-        parser=parse_metadata,
-        help="Metadata as a JSON object (replaces the stored metadata as a whole).",
-        show_default=False,
-    ),
+    metadata_option("Metadata as a JSON object (replaces the stored metadata as a whole)."),
+]
+StrategyOption = Annotated[
+    StrategyName | None,
+    typer.Option("--strategy", help="Context strategy (default: the configured one)."),
+]
+MaxTokensOption = Annotated[
+    int | None, typer.Option("--max-tokens", metavar="N", help="Token budget of the window.")
 ]

@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 
 from turnkeeper.apikeys import ApiKeys
-from turnkeeper.cli.app import DbOption, JsonOption, ProjectOption, app, open_ctx
+from turnkeeper.cli.app import (
+    DbOption,
+    JsonOption,
+    ProjectOption,
+    app,
+    global_options,
+    open_ctx,
+)
 from turnkeeper.config import load_settings
 from turnkeeper.types import ApiKey
 
@@ -38,6 +45,7 @@ def serve(
     from turnkeeper.server.app import check_bind, create_app
     from turnkeeper.server.observability import configure_logging
 
+    db = db or global_options().db
     settings = load_settings(database_url=db, host=host, port=port, auth=False if no_auth else None)
     check_bind(settings)
     configure_logging()

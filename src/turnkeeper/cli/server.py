@@ -110,7 +110,9 @@ def list_keys(
 
 @keys.command("revoke")
 def revoke_key(
-    key_id: Annotated[str, typer.Argument(metavar="KEY_ID", help="The id (tk_<id>_…) to revoke.")],
+    key_id: Annotated[
+        str, typer.Argument(metavar="KEY_ID", help="The id (`tk_<id>_…`) to revoke.")
+    ],
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:

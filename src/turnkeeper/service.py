@@ -144,6 +144,10 @@ class Turnkeeper:
         """The tokenizer stored counts are made with."""
         return counter_for(self.encoding)
 
+    def now(self) -> datetime:
+        """The current time as this service sees it (its clock decides expiry)."""
+        return self._clock()
+
     # -- sessions ---------------------------------------------------------------------------
 
     def _project(self, project: str | None) -> str:

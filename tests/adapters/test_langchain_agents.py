@@ -132,3 +132,18 @@ def test_the_history_adapter_takes_a_strategy_and_budget(tk: Turnkeeper) -> None
     assert 1 < len(kept) < 20 and isinstance(kept[0], SystemMessage)
     assert kept[1:] == full.messages[-(len(kept) - 1) :]
     assert len(full.messages) == 20
+
+
+def test_with_a_checkpointer_the_whole_state_is_not_stored_again(tk: Turnkeeper) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    fake = model(AIMessage("one"), AIMessage("two"), AIMessage("three"))
+    agent = create_agent(fake, middleware=[TurnkeeperMiddleware(tk)], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "saved"}}
+    for text in ("a", "b", "c"):
+        agent.invoke({"messages": [HumanMessage(text)]}, config)  # type: ignore[arg-type]
+    stored = [m.content for m in tk.history(tk.get_session("saved"))]
+    assert stored == ["a", "one", "b", "two", "c", "three"]
+    assert said(fake.received[2]) == [
+        ("human", "a"), ("ai", "one"), ("human", "b"), ("ai", "two"), ("human", "c"),
+    ]  # fmt: skip

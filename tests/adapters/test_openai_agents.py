@@ -174,6 +174,32 @@ def test_an_expired_session_holds_no_items_and_a_new_one_takes_the_key(
     assert run(session.get_items()) == [{"role": "user", "content": "new"}]
 
 
+def test_a_session_archived_by_another_writer_is_followed_by_a_new_one(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    session = TurnkeeperSession("agent-2", tk)
+    run(session.add_items([{"role": "user", "content": "before"}]))
+    first = tk.get_session("agent-2")
+    tk.archive_session(first)  # e.g. from the CLI or the web UI
+    run(session.add_items([{"role": "user", "content": "after"}]))
+    second = tk.get_session("agent-2")
+    assert second.id != first.id
+    assert run(session.get_items()) == [{"role": "user", "content": "after"}]
+    assert [m.content for m in tk.history(first)] == ["before"]
+
+
+def test_it_notices_expiry_by_the_services_clock_between_calls(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    session = TurnkeeperSession("agent-3", tk, ttl=timedelta(hours=1))
+    run(session.add_items([{"role": "user", "content": "one"}]))
+    assert len(run(session.get_items())) == 1  # the session is remembered from here on
+    clock.advance(timedelta(minutes=59))
+    assert len(run(session.get_items())) == 1
+    clock.advance(timedelta(minutes=2))
+    assert run(session.get_items()) == []
+
+
 @pytest.fixture
 def model_server() -> Iterator[tuple[Upstream, str]]:
     """The recording OpenAI-compatible model on loopback (shared with the HTTP tests)."""

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.cli.test_process import db, env, run
-from tests.server.live import LiveServer
-from tests.server.upstream import Upstream, make_app
+from tests.server.conftest import upstream_server
+from tests.server.upstream import Upstream
 
-__all__ = ["db", "env"]  # the fixtures, re-used
-
-
-@pytest.fixture(scope="module")
-def upstream_server() -> Iterator[tuple[Upstream, str]]:
-    state = Upstream()
-    with LiveServer(make_app(state)) as live:
-        yield state, live.url
+__all__ = ["db", "env", "upstream_server"]  # the fixtures, re-used
 
 
 @pytest.fixture

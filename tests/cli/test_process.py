@@ -177,3 +177,9 @@ def test_sessions_list_never_splits_an_id_or_a_key(
         assert any(row.split()[:2] == [session_id, key] for row in rows), listed.stdout
     if columns == "80":  # what does not fit is left out whole, from the right
         assert rows[1].split() == ["id", "key", "status"]
+
+
+def test_serve_takes_the_global_db_too(env: dict[str, str]) -> None:
+    result = run(env, "--db", "mysql://nowhere/db", "serve", "--port", "0")
+    assert result.returncode != 0  # (how serve reports a failed start is serve's business)
+    assert "unsupported scheme 'mysql'" in result.stderr

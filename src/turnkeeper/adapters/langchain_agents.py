@@ -134,9 +134,17 @@ class TurnkeeperMiddleware(AgentMiddleware[AgentState[Any], Any]):
         return session
 
     def _store(self, messages: Sequence[BaseMessage]) -> None:
-        """Append the messages not stored yet (appending a stored id is a no-op)."""
+        """Append the messages not stored yet: those after the session's newest message when
+        the state holds it (a checkpointed state holds the whole conversation), else all of
+        them (appending a stored id is a no-op, so nothing is stored twice either way)."""
         session = self._session()
-        self.tk.append_many(session, [_stored_as(session, message) for message in messages])
+        new = [_stored_as(session, message) for message in messages]
+        newest = self.tk.history(session, newest_first=True, limit=1)
+        ids = [message.id for message in new]
+        if newest and newest[0].id in ids:
+            new = new[len(ids) - ids[::-1].index(newest[0].id) :]
+        if new:
+            self.tk.append_many(session, new)
 
     def _window(self) -> list[AnyMessage]:
         window = window_messages(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
+from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
 from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
 
 try:
@@ -82,6 +83,7 @@ class TurnkeeperSession:
         self.max_tokens = max_tokens
         self.model = model
         self._options = session_options
+        self._known: Session | None = None
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -106,7 +108,15 @@ class TurnkeeperSession:
     # -- the work, on a worker thread (turnkeeper's API is synchronous) -----------------------
 
     def _live(self) -> Session | None:
-        return live_session(self.tk, self.session_id, self.project)
+        """The live session of the key. Once found, it is remembered while it is active and
+        not past its expiry, so a turn costs one read and one write transaction, like
+        `SQLiteSession`'s (a session archived or reset by another writer meanwhile is still
+        found here, its items then read as they are)."""
+        known = self._known
+        if known is not None and not known.is_expired_at(self.tk.now()):
+            return known
+        self._known = live_session(self.tk, self.session_id, self.project)
+        return self._known
 
     def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
         session = self._live()
@@ -116,8 +126,8 @@ class TurnkeeperSession:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
         if limit is None or limit < 0:
-            return _items(self.tk.history(session))
-        newest = self.tk.history(session, newest_first=True, limit=limit)
+            return _items(self.tk.store.read_messages(session.id))
+        newest = self.tk.store.read_messages(session.id, newest_first=True, limit=limit)
         return _items(reversed(newest))[-limit:]
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
@@ -134,10 +144,21 @@ class TurnkeeperSession:
         return items
 
     def _add_items(self, items: list[TResponseInputItem]) -> None:
-        session, _ = self.tk.get_or_create_session(
+        messages = [item_to_message(item) for item in items]
+        session = self._live()
+        if session is not None:
+            try:
+                self.tk.append_many(session, messages)
+                return
+            except (Conflict, SessionExpired, SessionNotFound):
+                self._known = None
+                fresh = self._live()
+                if fresh is not None and fresh.id == session.id:  # the failure was real
+                    raise
+        self._known, _ = self.tk.get_or_create_session(
             self.session_id, project=self.project, **self._options
         )
-        self.tk.append_many(session, [item_to_message(item) for item in items])
+        self.tk.append_many(self._known, messages)
 
     def _pop_item(self) -> TResponseInputItem | None:
         session = self._live()
@@ -150,6 +171,7 @@ class TurnkeeperSession:
         session = self._live()
         if session is not None:
             self.tk.reset_session(session)
+        self._known = None
 
 
 def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:

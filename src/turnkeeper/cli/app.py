@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -24,15 +24,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperArgument, TyperGroup, TyperOption
+from typer.core import TyperGroup
 
 import turnkeeper
+from turnkeeper.cli.help import readable_help
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
 from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import UNSET, JSONObject, Session
+from turnkeeper.types import UNSET, JSONObject, Session, StrategyName
 
 EXIT_ERROR = 1
 
@@ -49,7 +50,7 @@ class TurnkeeperGroup(TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
-        _readable_help(self)
+        readable_help(self)
         reset = _GLOBAL_OPTIONS.set(None)  # an in-process rerun starts afresh
         try:
             _check_utf8(sys.argv[1:] if args is None else args)
@@ -69,59 +70,6 @@ class TurnkeeperGroup(TyperGroup):
         if standalone_mode:
             raise SystemExit(code)
         return code
-
-
-def _readable_help(command: Any) -> None:
-    """Help that reads like gh's and git's: a flag shows no type (typer would print `<bool>`),
-    an argument is its metavar alone (not also `<str>` or `<list[str]>`; `SESSION`,
-    `[SESSION]...` in the usage line, not `{SESSION}`), and an option without a metavar gets
-    one (`N` for numbers, its choices, else its name). Typer has no setting for these, so the
-    built click objects of this app are adjusted before they run."""
-    for param in getattr(command, "params", ()):
-        if isinstance(param, TyperArgument):
-            overrides = {"display_type_rich": _no_type, "_usage_display_name": _usage_of(param)}
-            for name, override in overrides.items():
-                setattr(param, name, override)
-        elif isinstance(param, TyperOption) and param.metavar is None:
-            param.metavar = _metavar_of(param)
-    if not hasattr(command, "_turnkeeper_help_option"):
-        setattr(command, "_turnkeeper_help_option", command.get_help_option)  # noqa: B010
-        setattr(command, "get_help_option", _flag_help(command._turnkeeper_help_option))  # noqa: B010
-    for sub in getattr(command, "commands", {}).values():
-        _readable_help(sub)
-
-
-def _metavar_of(option: TyperOption) -> str:
-    described = option.type_descriptor
-    if option.is_flag:
-        return ""
-    if described.is_choice:
-        return "|".join(str(getattr(c, "value", c)) for c in described.choices or ())
-    if described.annotation is int:
-        return "N"
-    return (option.name or "value").upper()
-
-
-def _usage_of(argument: TyperArgument) -> Callable[[], str]:
-    name = argument.display_name_raw
-    shown = name if argument.required else f"[{name}]"
-    return lambda: shown + ("..." if argument.nargs != 1 else "")
-
-
-def _flag_help(
-    get_help_option: Callable[[Any], TyperOption | None],
-) -> Callable[[Any], TyperOption | None]:
-    def readable(ctx: Any) -> TyperOption | None:
-        option = get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
-
-    return readable
-
-
-def _no_type(ctx: Any) -> None:
-    return None
 
 
 def _check_utf8(args: Sequence[str]) -> None:
@@ -368,13 +316,23 @@ ProjectOption = Annotated[
 SessionArg = Annotated[
     str, typer.Argument(metavar="SESSION", help="Session id, or key (looked up in --project).")
 ]
+
+
+def metadata_option(help: str) -> Any:
+    """`--metadata JSON`: a JSON object (a usage error naming the option otherwise)."""
+    return typer.Option(
+        "--metadata", metavar="JSON", parser=parse_metadata, help=help, show_default=False
+    )
+
+
 MetadataOption = Annotated[
     dict[str, Any] | None,
-    typer.Option(
-        "--metadata",
-        metavar="JSON",
-        parser=parse_metadata,
-        help="Metadata as a JSON object (replaces the stored metadata as a whole).",
-        show_default=False,
-    ),
+    metadata_option("Metadata as a JSON object (replaces the stored metadata as a whole)."),
+]
+StrategyOption = Annotated[
+    StrategyName | None,
+    typer.Option("--strategy", help="Context strategy (default: the configured one)."),
+]
+MaxTokensOption = Annotated[
+    int | None, typer.Option("--max-tokens", metavar="N", help="Token budget of the window.")
 ]

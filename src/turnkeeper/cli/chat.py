@@ -18,11 +18,20 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from turnkeeper.cli.app import Ctx, DbOption, ProjectOption, UsageProblem, app, open_ctx
+from turnkeeper.cli.app import (
+    Ctx,
+    DbOption,
+    MaxTokensOption,
+    ProjectOption,
+    StrategyOption,
+    UsageProblem,
+    app,
+    open_ctx,
+)
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.llm import LLMClient, delta_text
 from turnkeeper.turns import ChatTurns, TurnOptions
-from turnkeeper.types import NewMessage, Role, Session, SessionStatus, StrategyName
+from turnkeeper.types import NewMessage, Role, Session, SessionStatus
 
 ENDINGS = frozenset({"exit", "quit"})
 STREAM_REQUEST = {"stream": True, "stream_options": {"include_usage": True}}
@@ -46,13 +55,8 @@ def chat(
         str | None,
         typer.Option("--system", metavar="TEXT", help="System prompt of a new session."),
     ] = None,
-    strategy: Annotated[
-        StrategyName | None,
-        typer.Option("--strategy", help="Context strategy (default: the configured one)."),
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", metavar="N", help="Token budget of the window.")
-    ] = None,
+    strategy: StrategyOption = None,
+    max_tokens: MaxTokensOption = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", metavar="M", help="Model (default: llm_model, then model)."),

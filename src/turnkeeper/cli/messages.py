@@ -11,17 +11,19 @@ import typer
 from turnkeeper.cli.app import (
     DbOption,
     JsonOption,
+    MaxTokensOption,
     ProjectOption,
     SessionArg,
+    StrategyOption,
     app,
+    metadata_option,
     open_ctx,
-    parse_metadata,
     parse_tool_calls,
     read_stdin_text,
     session_or_new,
 )
 from turnkeeper.context.formats import to_anthropic, to_openai
-from turnkeeper.types import ContextWindow, NewMessage, StrategyName
+from turnkeeper.types import ContextWindow, NewMessage
 
 
 class WindowFormat(enum.StrEnum):
@@ -82,14 +84,7 @@ def add(
         ),
     ] = None,
     metadata: Annotated[
-        dict[str, Any] | None,
-        typer.Option(
-            "--metadata",
-            metavar="JSON",
-            parser=parse_metadata,
-            help="The message's metadata, as a JSON object.",
-            show_default=False,
-        ),
+        dict[str, Any] | None, metadata_option("The message's metadata, as a JSON object.")
     ] = None,
     project: ProjectOption = None,
     db: DbOption = None,
@@ -143,13 +138,8 @@ def history(
 @app.command("context")
 def context(
     session: SessionArg,
-    strategy: Annotated[
-        StrategyName | None,
-        typer.Option("--strategy", help="Context strategy (default: the configured one)."),
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", metavar="N", help="Token budget.")
-    ] = None,
+    strategy: StrategyOption = None,
+    max_tokens: MaxTokensOption = None,
     reserved: Annotated[
         int | None,
         typer.Option("--reserved", metavar="N", help="Tokens kept free for the reply."),

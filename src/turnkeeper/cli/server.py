@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from turnkeeper.apikeys import ApiKeys
-from turnkeeper.cli.app import DbOption, JsonOption, ProjectOption, app, open_ctx
+from turnkeeper.cli.app import (
+    DbOption,
+    JsonOption,
+    ProjectOption,
+    app,
+    global_options,
+    open_ctx,
+)
 from turnkeeper.config import load_settings
 from turnkeeper.types import ApiKey
 
@@ -61,6 +68,7 @@ def serve(
     from turnkeeper.server import run  # first: without the server extra, this names it
     from turnkeeper.server.observability import configure_logging
 
+    db = db or global_options().db
     settings = load_settings(database_url=db, host=host, port=port, auth=False if no_auth else None)
     sock = run.bind(settings)
     configure_logging(logging.getLevelNamesMapping()[log_level.upper()], log_format.value)
@@ -119,7 +127,9 @@ def list_keys(
 
 @keys.command("revoke")
 def revoke_key(
-    key_id: Annotated[str, typer.Argument(metavar="KEY_ID", help="The id (tk_<id>_…) to revoke.")],
+    key_id: Annotated[
+        str, typer.Argument(metavar="KEY_ID", help="The id (`tk_<id>_…`) to revoke.")
+    ],
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:

@@ -1,0 +1,147 @@
+"""The OpenAI Agents SDK adapter side by side with the SDK's own `SQLiteSession`.
+
+    .venv/bin/python bench/bench_adapters.py [--quick]
+
+Both on a SQLite file in the same temporary directory, with their default settings, through
+the `Session` protocol an agent run uses:
+
+- add: the conversation written turn by turn (`add_items` with a user message and an assistant
+  output message, as `Runner.run` does after each turn), 1,000 and 10,000 items, in total;
+- add at once: the same items in one `add_items` call;
+- get all: `get_items()` of the whole conversation (the SDK's default when no limit is set);
+- get latest 20: `get_items(20)`.
+
+Median of several reads each; each operation runs on both sessions in alternation. Results are printed as a Markdown table and written to
+bench/results/adapters.md. The machine is shared and noisy: read the ratios, measured side by
+side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+import structlog
+from agents.memory import SQLiteSession
+
+import turnkeeper
+from turnkeeper.adapters import TurnkeeperSession
+
+RESULTS = Path(__file__).parent / "results" / "adapters.md"
+TEXT = "The quick brown fox jumps over the lazy dog while we plan the trip to Lisbon. "
+
+
+def turn(n: int) -> list[dict[str, Any]]:
+    """One agent turn as the SDK stores it: the user's input and the model's output message."""
+    return [
+        {"role": "user", "content": f"{TEXT}question {n}"},
+        {
+            "id": f"msg_{n:08d}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": f"{TEXT}answer {n}", "annotations": []}],
+        },
+    ]
+
+
+Timings = dict[str, list[float]]
+
+
+async def timed(call: Awaitable[Any]) -> float:
+    """Seconds until `call` (a coroutine not started yet) is done."""
+    start = time.perf_counter()
+    await call
+    return time.perf_counter() - start
+
+
+async def side_by_side(
+    sessions: dict[str, Any], batches: dict[str, Any], items: int, reads: int
+) -> dict[str, Timings]:
+    """Each operation on both sessions in alternation, so the noise of a shared machine falls
+    on both alike: seconds per operation, per implementation."""
+    turns = [turn(n) for n in range(items // 2)]
+    everything = [item for pair in turns for item in pair]
+    times: dict[str, Timings] = {name: {} for name in sessions}
+
+    def note(name: str, operation: str, seconds: float) -> None:
+        times[name].setdefault(operation, []).append(seconds)
+
+    for pair in turns:
+        for name, session in sessions.items():
+            note(name, "add, turn by turn", await timed(session.add_items(pair)))
+    for name, batch in batches.items():
+        note(name, "add at once", await timed(batch.add_items(everything)))
+    for _ in range(reads):
+        for name, session in sessions.items():
+            note(name, "get all", await timed(session.get_items()))
+    for _ in range(reads * 20):
+        for name, session in sessions.items():
+            note(name, "get latest 20", await timed(session.get_items(20)))
+    for session in sessions.values():
+        got = await session.get_items()
+        assert got == everything, "a session did not give back what it was given"
+    return times
+
+
+def summary(timings: Timings) -> dict[str, float]:
+    """Total seconds for the adds, the median of the reads."""
+    return {
+        operation: sum(seconds) if operation.startswith("add") else statistics.median(seconds)
+        for operation, seconds in timings.items()
+    }
+
+
+async def run(sizes: list[int], reads: int) -> list[tuple[int, str, float, float]]:
+    rows = []
+    for items in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            sdk_path = Path(tmp) / "sdk.db"
+            with turnkeeper.open(f"sqlite:///{tmp}/tk.db") as tk:
+                tk.counter.count_text("load the tokenizer once, as any long-lived process does")
+                times = await side_by_side(
+                    {"sdk": SQLiteSession("bench", sdk_path), "tk": TurnkeeperSession("bench", tk)},
+                    {"sdk": SQLiteSession("batch", sdk_path), "tk": TurnkeeperSession("batch", tk)},
+                    items,
+                    reads,
+                )
+        sdk, ours = summary(times["sdk"]), summary(times["tk"])
+        rows += [(items, operation, sdk[operation], ours[operation]) for operation in sdk]
+    return rows
+
+
+def table(rows: list[tuple[int, str, float, float]]) -> str:
+    lines = [
+        "| items | operation | SDK `SQLiteSession` | `TurnkeeperSession` | turnkeeper / SDK |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for items, operation, sdk, ours in rows:
+        lines.append(f"| {items:,} | {operation} | {_ms(sdk)} | {_ms(ours)} | {ours / sdk:.2f}× |")
+    return "\n".join(lines)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 items only, fewer reads")
+    options = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    sizes, reads = ([1_000], 3) if options.quick else ([1_000, 10_000], 7)
+    report = table(asyncio.run(run(sizes, reads)))
+    print(report)
+    if not options.quick:
+        RESULTS.write_text(report + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

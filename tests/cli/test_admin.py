@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from tests.cli.conftest import Cli, one_error_line
+from tests.conftest import Clock
 from turnkeeper.cli import app
+from turnkeeper.config import load_settings
+from turnkeeper.service import Turnkeeper
+from turnkeeper.storage import open_store
 
 # -- gc -------------------------------------------------------------------------------------
 
@@ -85,9 +90,11 @@ def test_gc_with_a_bad_grace_is_a_usage_error(cli: Cli) -> None:
 
 
 def test_context_of_an_expired_session_is_an_error(cli: Cli) -> None:
-    gone = cli.session("--ttl", "1s")["id"]
-    cli.add(gone, "user", "hi")
-    time.sleep(1.1)
+    settings = load_settings(database_url=cli.db)
+    past = Clock()  # 2026-01-01: long before the real clock the CLI runs on (no race with it)
+    with Turnkeeper(open_store(cli.db, settings), settings, clock=past) as tk:
+        gone = tk.create_session(ttl=timedelta(hours=1)).id
+        tk.append(gone, "user", "hi")
     result = cli("context", gone)
     assert result.exit_code == 1
     assert "expired" in one_error_line(result)

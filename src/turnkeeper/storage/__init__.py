@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turnkeeper.config import Settings, default_database_url
+from turnkeeper.config import Settings, default_database_url, demo_database_url
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.storage.base import Store
 
@@ -19,12 +19,13 @@ def open_backend(url: str, settings: Settings) -> Store:
     if scheme == "sqlite":
         from turnkeeper.storage.sqlite import SQLiteStore
 
-        # The embedded default lives in the user's data directory, made on first use; any
-        # other path is the user's own, and a missing directory there is a typo to report.
+        # The embedded default (and the demo's own file beside it) live in the user's data
+        # directory, made on first use; any other path is the user's own, and a missing
+        # directory there is a typo to report.
         return SQLiteStore(
             url,
             synchronous=settings.sqlite_synchronous,
-            create_directory=url == default_database_url(),
+            create_directory=url in (default_database_url(), demo_database_url()),
         )
     if scheme in POSTGRES_SCHEMES:
         from turnkeeper.storage.postgres import PostgresStore

@@ -605,7 +605,8 @@ class Turnkeeper:
 
         `new_message` is the turn being answered, if it is not stored yet; if it is already
         stored (same id) it still appears once. `include_internal` defaults to False for
-        `recent` (seed 002: user-facing context) and True for the other strategies.
+        `recent` (seed 002: user-facing context) and True for the other strategies and for an
+        agent's perspective.
 
         With `agent`, the window is that agent's perspective (seed 004, `context.perspective`):
         the full history before the trigger (`new_message`, else the stored message with seq
@@ -628,8 +629,8 @@ class Turnkeeper:
             "keep_recent",
             self.settings.keep_recent_messages if keep_recent is None else keep_recent,
         )
-        if include_internal is None:
-            include_internal = chosen is not StrategyName.RECENT
+        if include_internal is None:  # an agent's perspective sees everything by default
+            include_internal = chosen is not StrategyName.RECENT or agent is not None
         history = StoreHistory(
             self.store,
             session.id,
@@ -648,6 +649,8 @@ class Turnkeeper:
         )
         pending = self.draft(new_message) if new_message is not None else None
         stored_pending = self._stored(session.id, pending)
+        if stored_pending is not None and stored_pending.internal and not include_internal:
+            pending = None  # stored, and not part of this view: no turn of its own either
         if agent is not None:
             name = _agent_name("agent", agent)
             state = self.store.get_agent_state(session.id, name)
@@ -671,20 +674,20 @@ class Turnkeeper:
             max_messages=(
                 self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
             ),
-            pending=None if stored_pending else pending,
+            pending=None if stored_pending is not None else pending,
         )
 
-    def _stored(self, session_id: str, pending: MessageDraft | None) -> bool:
-        """True when the pending turn is stored already (same id, anywhere in the session): it
-        is then part of the history, and must not be added a second time. The same id with
-        other content is a `Conflict`, as appending it would be."""
+    def _stored(self, session_id: str, pending: MessageDraft | None) -> Message | None:
+        """The stored message when the pending turn is stored already (same id, anywhere in the
+        session): it is then part of the history, and must not be added a second time. The same
+        id with other content is a `Conflict`, as appending it would be."""
         if pending is None:
-            return False
+            return None
         stored = self.store.find_messages(session_id, [pending.id]).get(pending.id)
         if stored is None:
-            return False
+            return None
         check_retry(stored, pending)
-        return True
+        return stored
 
     def _checkpointed(self, session_id: str) -> Checkpointed:
         return Checkpointed(

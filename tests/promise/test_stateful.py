@@ -256,7 +256,8 @@ class Conversation(RuleBasedStateMachine):
         STEPS["windows_checked"] += 1
         STEPS["window_entries"] += len(window.messages)
         check_window(
-            window, visible=visible, budget=limit - reserve, pending=new,
+            window, visible=visible, stored_ids={m.id for m in self.model.messages},
+            budget=limit - reserve, pending=new,
             perspective=agent is not None,
         )  # fmt: skip
 

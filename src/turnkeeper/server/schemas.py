@@ -89,7 +89,10 @@ class SessionCreate(_Request):
     )
     kind: str | None = Field(None, max_length=100, description="Session kind, e.g. dev-task.")
     title: str | None = Field(None, max_length=1000)
-    phase: Phase | None = Field(None, description="One of seed 004's phases.")
+    phase: Phase | None = Field(
+        None,
+        description="The conversation's phase (chat, brainstorm, plan, execute, verification, chores, reflection).",
+    )
     metadata: JSON | None = Field(None, description="Any JSON object.")
     ttl_seconds: float | None = Field(
         None,
@@ -118,7 +121,10 @@ class SessionUpdate(_Request):
     )
 
     title: str | None = Field(None, max_length=1000)
-    phase: Phase | None = Field(None, description="One of seed 004's phases.")
+    phase: Phase | None = Field(
+        None,
+        description="The conversation's phase (chat, brainstorm, plan, execute, verification, chores, reflection).",
+    )
     metadata: JSON | None = None
     ttl_seconds: float | None = Field(
         None,

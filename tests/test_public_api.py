@@ -10,7 +10,8 @@ def test_public_names_are_pinned() -> None:
         [
             "BackendUnavailable", "Conflict", "ContentTooLarge", "ContextBudgetExceeded", "ContextMessage",
             "ContextReport", "ContextWindow", "ExpiryReport", "ExtractiveSummarizer", "Forbidden",
-            "InvalidConfig", "InvalidInput", "InvalidMessage", "Message", "NewMessage",
+            "IdempotencyKeyReused", "InvalidConfig", "InvalidInput", "InvalidMessage", "Message",
+            "NewMessage",
             "NotFound", "Page", "ProjectStats", "Role", "SeqConflict", "Session",
             "SessionExpired", "SessionNotFound", "SessionStats", "SessionStatus", "Settings",
             "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError",

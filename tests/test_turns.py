@@ -13,7 +13,7 @@ import turnkeeper
 from tests.conftest import run_async
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
-from turnkeeper import AsyncChatTurns, ChatTurns, TurnOptions
+from turnkeeper import AsyncChatTurns, Attempt, ChatTurns, IdempotencyKeyReused, TurnOptions
 from turnkeeper.llm import LLMClient
 from turnkeeper.service import Turnkeeper
 from turnkeeper.traces import trace_of, window_diff
@@ -180,3 +180,16 @@ def test_a_trace_record_not_naming_a_reply_is_reported_and_the_rest_imports(
     report = tk.import_sessions(out)
     assert report.errors == [f"{out}:5: trace seq 1 is not an assistant message of its session"]
     assert report.messages_added == 2 and trace_of(tk, "bad", 2)[0].seq == 2
+
+
+def test_an_idempotency_key_reused_for_another_text_raises_and_stores_nothing(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="keyed")
+    first = chat.turn("keyed", "Hi", attempt=Attempt(idempotency_key="k"))
+    with pytest.raises(IdempotencyKeyReused, match="Idempotency-Key"):
+        chat.turn("keyed", "Bye", attempt=Attempt(idempotency_key="k"))
+    again = chat.turn("keyed", "Hi", attempt=Attempt(idempotency_key="k"))
+    assert again.replayed and again.reply == first.reply
+    assert [m.content for m in tk.history("keyed")] == ["Hi", first.content]
+    assert len(model.requests) == 1

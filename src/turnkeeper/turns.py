@@ -12,10 +12,12 @@ Order matters, and is chosen so that nothing is lost and nothing is doubled:
    passed as a pending message and never appended again (seed 001's duplication trap).
 3. The reply is stored with an id derived from the turn's id. A retry of a turn that was already
    answered finds that reply and returns it without calling the model again (`replayed`).
-4. With the reply, its trace is stored (`turnkeeper.traces`): the window exactly as sent.
+4. The reply's trace (`turnkeeper.traces`: the window exactly as sent) is stored by the same
+   append as the reply, in one transaction, so no crash leaves a reply without its trace.
 
 Exactly once, whatever the client: a retry is recognised by the turn's client id, by an
-`Idempotency-Key` (the ids of the new turns are derived from it), or, when neither is given,
+`Idempotency-Key` (the ids of the new turns are derived from it; reused for other messages it
+is refused, `IdempotencyKeyReused`), or, when neither is given,
 by content: new turns identical to the session's unanswered tail (stored, with no assistant
 reply after them) *are* that tail, so a retry stores nothing and is answered like a retry by id.
 A client that says it is retrying (`Attempt.retry`, e.g. the `x-stainless-retry-count` header of

@@ -11,12 +11,15 @@ reason, except with `CI=true`, where a missing server fails the run.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import pytest
@@ -28,6 +31,17 @@ from turnkeeper.storage.sqlite import SQLiteStore
 
 # Never read the developer's own config file during tests.
 os.environ["TURNKEEPER_CONFIG"] = os.devnull
+
+
+T = TypeVar("T")
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on its own event loop in a fresh thread. Not `asyncio.run` here: the
+    browser tests' Playwright keeps an event loop running on the main thread for the rest of
+    the session, and `asyncio.run` refuses to start inside a running loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 class Clock:

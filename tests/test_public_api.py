@@ -10,7 +10,8 @@ def test_public_names_are_pinned() -> None:
         [
             "BackendUnavailable", "Conflict", "ContentTooLarge", "ContextBudgetExceeded", "ContextMessage",
             "ContextReport", "ContextWindow", "ExpiryReport", "ExtractiveSummarizer", "Forbidden",
-            "InvalidConfig", "InvalidInput", "InvalidMessage", "Message", "NewMessage",
+            "IdempotencyKeyReused", "InvalidConfig", "InvalidInput", "InvalidMessage", "Message",
+            "NewMessage",
             "NotFound", "Page", "ProjectStats", "Role", "SeqConflict", "Session",
             "SessionExpired", "SessionNotFound", "SessionStats", "SessionStatus", "Settings",
             "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError",
@@ -43,7 +44,7 @@ def test_every_error_is_a_turnkeeper_error() -> None:
         for value in (getattr(turnkeeper, name) for name in turnkeeper.__all__)
         if isinstance(value, type) and issubclass(value, Exception)
     ]
-    assert len(exceptions) == 16
+    assert len(exceptions) == 17
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error
 

@@ -4,30 +4,19 @@ exactly what the model saw."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
 import turnkeeper
+from tests.conftest import run_async
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
-from turnkeeper import AsyncChatTurns, ChatTurns, TurnOptions
+from turnkeeper import AsyncChatTurns, Attempt, ChatTurns, IdempotencyKeyReused, TurnOptions
 from turnkeeper.llm import LLMClient
 from turnkeeper.service import Turnkeeper
 from turnkeeper.traces import trace_of, window_diff
-
-T = TypeVar("T")
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run `coroutine` on its own event loop in a fresh thread: the browser tests' Playwright
-    keeps a loop running on the main thread for the whole session."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +117,7 @@ def test_the_async_helper_answers_and_streams_with_traces(
             parts = [text async for text in chat.stream_turn("async", "Stream it")]
             return whole.content, "".join(parts)
 
-    whole, streamed = run(talk())
+    whole, streamed = run_async(talk())
     assert whole == "reply 1 to: Hello" and streamed == "reply 2 to: Stream it"
     replies = [m for m in tk.history("async") if m.role.value == "assistant"]
     assert [m.content for m in replies] == [whole, streamed]
@@ -149,6 +138,58 @@ def test_open_talks_to_the_configured_endpoint(
             async with AsyncChatTurns.open(tk) as chat:
                 return (await chat.turn("configured", "Again")).content
 
-        assert run(talk()) == "reply 2 to: Again"
+        assert run_async(talk()) == "reply 2 to: Again"
     assert result.content == "reply 1 to: Hi"
     assert [request["model"] for request in model.requests] == ["configured-model"] * 2
+
+
+def test_export_then_import_round_trips_a_session_with_its_traces(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream, tmp_path: Path
+) -> None:
+    tk.create_session(key="kept")
+    tk.append("kept", "system", "You plan trips.")
+    chat.turn("kept", "Four days in Lisbon.")
+    chat.turn("kept", "Where should we eat?", options=TurnOptions(strategy="recent", keep_recent=2))
+    before = [trace_of(tk, "kept", seq) for seq in (3, 5)]
+    history = tk.history("kept")
+    out = tmp_path / "kept.jsonl"
+    with out.open("w", encoding="utf-8") as handle:
+        tk.export_sessions(["kept"], handle)
+    assert sum('"type": "trace"' in line for line in out.read_text().splitlines()) == 2
+    tk.delete_session("kept")
+    report = tk.import_sessions(out)
+    assert (report.messages_added, report.errors) == (5, [])
+    assert tk.history("kept") == history
+    assert [trace_of(tk, "kept", seq) for seq in (3, 5)] == before
+    again = tk.import_sessions(out)
+    assert (again.messages_added, again.errors) == (0, [])
+    assert [trace_of(tk, "kept", seq) for seq in (3, 5)] == before
+
+
+def test_a_trace_record_not_naming_a_reply_is_reported_and_the_rest_imports(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream, tmp_path: Path
+) -> None:
+    tk.create_session(key="bad")
+    chat.turn("bad", "Hello")
+    out = tmp_path / "bad.jsonl"
+    with out.open("w", encoding="utf-8") as handle:
+        tk.export_sessions(["bad"], handle)
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join([*lines, lines[-1].replace('"seq": 2', '"seq": 1')]) + "\n")
+    tk.delete_session("bad")
+    report = tk.import_sessions(out)
+    assert report.errors == [f"{out}:5: trace seq 1 is not an assistant message of its session"]
+    assert report.messages_added == 2 and trace_of(tk, "bad", 2)[0].seq == 2
+
+
+def test_an_idempotency_key_reused_for_another_text_raises_and_stores_nothing(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="keyed")
+    first = chat.turn("keyed", "Hi", attempt=Attempt(idempotency_key="k"))
+    with pytest.raises(IdempotencyKeyReused, match="Idempotency-Key"):
+        chat.turn("keyed", "Bye", attempt=Attempt(idempotency_key="k"))
+    again = chat.turn("keyed", "Hi", attempt=Attempt(idempotency_key="k"))
+    assert again.replayed and again.reply == first.reply
+    assert [m.content for m in tk.history("keyed")] == ["Hi", first.content]
+    assert len(model.requests) == 1

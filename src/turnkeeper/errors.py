@@ -87,6 +87,19 @@ class ContentTooLarge(InvalidMessage):
     a smaller body, not a different value)."""
 
 
+class IdempotencyKeyReused(InvalidInput):
+    """An `Idempotency-Key` already used in this session for a request with other messages
+    (IETF httpapi idempotency-key draft: HTTP 422). A retry must repeat its request exactly;
+    another request needs another key."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Idempotency-Key",
+            "this key was already used in this session for a request with other messages;"
+            " repeat that request unchanged to get its result, or use a new key",
+        )
+
+
 class InvalidConfig(InvalidInput):
     """A configuration value (file, environment or argument) is not acceptable."""
 

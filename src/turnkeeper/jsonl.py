@@ -1,9 +1,12 @@
 """turnkeeper's JSONL export format: the wire shape of sessions and messages on disk.
 
 One JSON object per line: a `{"type": "session", ...}` record followed by that session's
-`{"type": "message", ...}` records in seq order. Every field is kept (ids, seqs, times to the
-microsecond, token counts, usage), so export → import round-trips exactly, and importing the
-same file twice adds nothing the second time. The same format is the cold-storage archive.
+`{"type": "message", ...}` records in seq order, then its `{"type": "trace", ...}` records (the
+turn trace of each reply a chat turn produced: what the model saw, `turnkeeper.traces`), by seq.
+Every field is kept (ids, seqs, times to the microsecond, token counts, usage, traces as
+stored), so export → import round-trips exactly, and importing the same file twice adds nothing
+the second time. The same format is the cold-storage archive. Format 2 added the trace records;
+a format 1 file (no traces) imports unchanged.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from turnkeeper.storage.base import Store
 from turnkeeper.storage.codec import from_ts, from_ts_or_none, to_ts, to_ts_or_none
 from turnkeeper.types import Message, Role, Session, SessionStatus, Usage
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def session_record(session: Session) -> dict[str, Any]:
@@ -73,6 +76,21 @@ def message_record(message: Message) -> dict[str, Any]:
         "tool_call_id": message.tool_call_id,
         "metadata": dict(message.metadata),
     }
+
+
+def trace_record(session_id: str, seq: int, data: str) -> dict[str, Any]:
+    """A stored trace: the reply's seq and the trace document as stored (its window entries
+    refer to the exported messages by seq, which import keeps)."""
+    return {"type": "trace", "session_id": session_id, "seq": seq, "trace": json.loads(data)}
+
+
+def trace_from_record(record: dict[str, Any], replies: set[int]) -> tuple[int, str]:
+    """`(seq, data)` of a trace record; its seq must be a reply exported before it."""
+    seq = record["seq"]
+    if not isinstance(seq, int) or seq not in replies:
+        raise ValueError(f"trace seq {seq!r} is not an assistant message of its session")
+    trace = _object(record["trace"], "trace")
+    return seq, json.dumps(trace, separators=(",", ":"), ensure_ascii=False)
 
 
 def session_from_record(record: dict[str, Any]) -> Session:
@@ -146,6 +164,9 @@ def export_sessions(
         for message in store.read_messages(session.id):
             out.write(json.dumps(message_record(message), ensure_ascii=False) + "\n")
             messages += 1
+        traces = store.read_traces(session.id, upto_seq=session.last_seq, limit=session.last_seq)
+        for seq, data in reversed(traces):
+            out.write(json.dumps(trace_record(session.id, seq, data), ensure_ascii=False) + "\n")
         sessions += 1
         if progress is not None:
             progress(session)
@@ -206,6 +227,11 @@ def _batches(path: Path, lines: Iterable[bytes], report: ImportReport) -> Iterat
                     raise ValueError("message record does not follow its session record")
                 batch.messages.append(message)
                 report.messages_seen += 1
+            elif kind == "trace":
+                if batch is None or record.get("session_id") != batch.session.id:
+                    raise ValueError("trace record does not follow its session record")
+                replies = {m.seq for m in batch.messages if m.role is Role.ASSISTANT}
+                batch.traces.append(trace_from_record(record, replies))
             else:
                 raise ValueError(f"unknown record type {kind!r}")
         except (ValueError, KeyError, TypeError) as exc:

@@ -502,6 +502,18 @@ class Turnkeeper:
                 if index == 0 and not drafts:
                     raise
                 raise type(exc)(f"messages[{index}].{exc.field}", exc.problem) from None
+        return self._store_drafts(session, drafts, expected_last_seq)
+
+    def append_traced(self, session: Session, message: NewMessage, trace: str) -> Message:
+        """Append a chat turn's reply together with its turn trace (`turnkeeper.traces`), in
+        one transaction: a reply is never stored without the record of what the model saw."""
+        draft = dataclasses.replace(self.draft(message), trace=trace)
+        (stored,) = self._store_drafts(session, [draft], None)
+        return stored
+
+    def _store_drafts(
+        self, session: Session, drafts: list[MessageDraft], expected_last_seq: int | None
+    ) -> list[Message]:
         now = self._clock()
         stored = self.store.append_messages(
             session.id, drafts, expected_last_seq=expected_last_seq, now=now

@@ -199,7 +199,7 @@ def trace_of(
             f"message {seq} of session {session.id} has no trace"
             " (only replies produced by a chat turn have one)"
         )
-    traces = decode(tk.store, session.id, [data for _, data in rows])
+    traces = decode(tk.store, session.id, rows)
     return traces[0], traces[1] if len(traces) > 1 else None
 
 
@@ -245,9 +245,12 @@ def _verbatim(entry: TraceEntry, message: Message) -> bool:
 
 
 def encode(store: Store, trace: TurnTrace) -> str:
-    """The trace as stored: verbatim entries as references to their seqs, seq lists as runs."""
+    """The trace as stored: verbatim entries as references to their seqs, seq lists as runs.
+    The reply's own seq is left out: it is the key the trace is stored under, and is not known
+    until the append that stores the reply with its trace (`MessageDraft.trace`) gives it."""
     stored = _stored(store, trace.session_id, (e.seq for e in trace.window if e.seq is not None))
     raw = asdict(trace)
+    del raw["seq"]
     raw["window"] = [
         {"role": e.role, "tokens": e.tokens, "kind": e.kind, "seq": e.seq, "stored": True}
         if e.seq in stored and _verbatim(e, stored[e.seq])
@@ -259,9 +262,10 @@ def encode(store: Store, trace: TurnTrace) -> str:
     return json.dumps(raw, separators=(",", ":"))
 
 
-def decode(store: Store, session_id: str, documents: Sequence[str]) -> list[TurnTrace]:
-    """Stored traces of one session back to `TurnTrace`s, the referred messages read once."""
-    raws: list[dict[str, Any]] = [json.loads(document) for document in documents]
+def decode(store: Store, session_id: str, rows: Sequence[tuple[int, str]]) -> list[TurnTrace]:
+    """Stored traces `(seq, data)` of one session back to `TurnTrace`s, the referred messages
+    read once."""
+    raws: list[dict[str, Any]] = [json.loads(data) | {"seq": seq} for seq, data in rows]
     wanted = (e["seq"] for raw in raws for e in raw["window"] if e.get("stored"))
     stored = _stored(store, session_id, wanted)
     traces = []

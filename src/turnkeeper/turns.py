@@ -12,10 +12,12 @@ Order matters, and is chosen so that nothing is lost and nothing is doubled:
    passed as a pending message and never appended again (seed 001's duplication trap).
 3. The reply is stored with an id derived from the turn's id. A retry of a turn that was already
    answered finds that reply and returns it without calling the model again (`replayed`).
-4. With the reply, its trace is stored (`turnkeeper.traces`): the window exactly as sent.
+4. The reply's trace (`turnkeeper.traces`: the window exactly as sent) is stored by the same
+   append as the reply, in one transaction, so no crash leaves a reply without its trace.
 
 Exactly once, whatever the client: a retry is recognised by the turn's client id, by an
-`Idempotency-Key` (the ids of the new turns are derived from it), or, when neither is given,
+`Idempotency-Key` (the ids of the new turns are derived from it; reused for other messages it
+is refused, `IdempotencyKeyReused`), or, when neither is given,
 by content: new turns identical to the session's unanswered tail (stored, with no assistant
 reply after them) *are* that tail, so a retry stores nothing and is answered like a retry by id.
 A client that says it is retrying (`Attempt.retry`, e.g. the `x-stainless-retry-count` header of
@@ -34,9 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnkeeper.context.formats import to_openai
-from turnkeeper.errors import InvalidInput, SessionNotFound, UpstreamError
+from turnkeeper.errors import IdempotencyKeyReused, InvalidInput, SessionNotFound, UpstreamError
 from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
 from turnkeeper.service import SessionRef, Turnkeeper, utcnow
+from turnkeeper.storage.base import Store
 from turnkeeper.traces import TurnTrace, encode
 from turnkeeper.types import (
     ContextWindow,
@@ -141,17 +144,45 @@ def idempotent_ids(session_id: str, key: str, count: int) -> list[str]:
 
 
 def with_idempotent_ids(
-    session: Session, new: Sequence[NewMessage], key: str | None
+    store: Store, session: Session, new: Sequence[NewMessage], key: str | None
 ) -> list[NewMessage]:
     """`new`, each message without a client id given the one `key` stands for (see
-    `idempotent_ids`); unchanged without a key."""
+    `idempotent_ids`); unchanged without a key.
+
+    A key names one request's messages: reused for other messages (other content, role,
+    author, metadata…, or another number of them) it raises `IdempotencyKeyReused` before
+    anything is stored, found by looking up the ids the key stands for. Only what the request
+    would store is compared (for a chat turn, not its model or sampling options). Two requests
+    racing with one key and different messages are not told apart (each stores what the other
+    lacks); a client that reuses a key only for retries never meets that race.
+    """
     if key is None:
         return list(new)
     derived = idempotent_ids(session.id, key, len(new))
+    keyed = {mine: message for message, mine in zip(new, derived, strict=True) if not message.id}
+    family = idempotent_ids(session.id, key, 1)[0]  # the key's 1-message id; n-message: .0 …
+    probes = {*derived, family, f"{family}.0", f"{family}.{len(new)}"}
+    found = store.read_messages_by_id(session.id, sorted(probes))
+    if found and (
+        {message.id for message in found} != set(keyed)
+        or not all(_same_message(stored, keyed[stored.id]) for stored in found)
+    ):
+        raise IdempotencyKeyReused()
     return [
         message if message.id else dataclasses.replace(message, id=mine)
         for message, mine in zip(new, derived, strict=True)
     ]
+
+
+def _same_message(stored: Message, new: NewMessage) -> bool:
+    """Whether `new` is what `stored` was stored from (the fields a request sets)."""
+    return (
+        _same_turn(stored, new)
+        and stored.author == new.author
+        and stored.internal == new.internal
+        and list(stored.tool_calls or []) == list(new.tool_calls or [])
+        and dict(stored.metadata) == dict(new.metadata or {})
+    )
 
 
 def _same_turn(stored: Message, new: NewMessage) -> bool:
@@ -288,7 +319,7 @@ class ChatTurns:
         retry recognised by content, the stored messages' own. Also returns the stored reply
         when the client says it retries a turn that was answered meanwhile."""
         if attempt.idempotency_key is not None:
-            return with_idempotent_ids(session, new, attempt.idempotency_key), None
+            return with_idempotent_ids(self.tk.store, session, new, attempt.idempotency_key), None
         if all(message.id is None for message in new) and session.last_seq > 0:
             tail = self.tk.store.read_messages(
                 session.id, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
@@ -347,19 +378,21 @@ class ChatTurns:
             metadata={"model": reply.model} if reply.model else None,
         )
         latency_ms = round((time.perf_counter() - started) * 1000)
-        (stored,) = self.tk.append_many(prepared.session, [message])
-        self._on_stored(prepared.session, False, [stored])
         if prepared.window is None:
+            (stored,) = self.tk.append_many(prepared.session, [message])
+            self._on_stored(prepared.session, False, [stored])
             return stored, None
         trace = TurnTrace.of(
-            prepared.window, seq=stored.seq, turn_seq=prepared.turns[-1].seq,
+            prepared.window, seq=0, turn_seq=prepared.turns[-1].seq,
             source=prepared.attempt.source, model=prepared.model, usage=reply.usage,
             latency_ms=latency_ms, created_at=utcnow(), request_id=prepared.attempt.request_id,
             stream=stream,
         )  # fmt: skip
-        # If a concurrent attempt stored the reply first, its trace is kept and this is ignored.
-        self.tk.store.save_trace(stored.session_id, stored.seq, encode(self.tk.store, trace))
-        return stored, trace
+        # One append stores the reply and its trace. If a concurrent attempt stored the reply
+        # first, its reply and its trace stand and this attempt's are not stored.
+        stored = self.tk.append_traced(prepared.session, message, encode(self.tk.store, trace))
+        self._on_stored(prepared.session, False, [stored])
+        return stored, dataclasses.replace(trace, seq=stored.seq)
 
 
 class TurnStream:

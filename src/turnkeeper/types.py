@@ -146,6 +146,10 @@ class MessageDraft:
     tool_calls: tuple[JSONObject, ...] | None = None
     tool_call_id: str | None = None
     metadata: JSONObject = field(default_factory=dict)
+    trace: str | None = None
+    """The turn trace (a JSON document, `turnkeeper.traces`) of this reply, stored by the same
+    append, in the same transaction: a reply is never stored without the record of what the
+    model saw. Not stored again when the id is (an idempotent retry keeps the first trace)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,6 @@ remembers conversations in turnkeeper."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import sys
 from datetime import timedelta
@@ -26,7 +25,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from tests.conftest import Clock
+from tests.conftest import Clock, run_async
 from turnkeeper.adapters import MissingExtra, TurnkeeperChatMessageHistory
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import Role
@@ -87,7 +86,7 @@ def test_the_async_variants_do_the_same(tk: Turnkeeper) -> None:
         await history.aclear()
         return stored, await history.aget_messages()
 
-    assert asyncio.run(script()) == (MESSAGES, [])
+    assert run_async(script()) == (MESSAGES, [])
 
 
 def test_clear_empties_the_session_and_it_is_a_chat_history(tk: Turnkeeper) -> None:
@@ -149,7 +148,7 @@ def test_runnable_with_message_history_remembers_each_session(tk: Turnkeeper) ->
 
     ask("s1", "My name is Ada.")
     ask("s2", "Unrelated.")
-    reply = asyncio.run(
+    reply = run_async(
         chain.ainvoke({"question": "My name?"}, {"configurable": {"session_id": "s1"}})
     )
     assert [m.content for m in seen[-1]] == [

@@ -3,7 +3,6 @@ every call as the SDK's own `SQLiteSession` does, and `Runner.run` keeps memory 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import importlib
 import json
@@ -18,7 +17,7 @@ from agents import Agent, OpenAIChatCompletionsModel, Runner, SQLiteSession, set
 from agents.memory import Session, SessionSettings
 from openai import AsyncOpenAI
 
-from tests.conftest import Clock
+from tests.conftest import Clock, run_async
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
 from turnkeeper.adapters import MissingExtra, TurnkeeperSession
@@ -70,7 +69,7 @@ ITEMS: list[Any] = [
 
 
 def run(coroutine: Any) -> Any:
-    return asyncio.run(coroutine)
+    return run_async(coroutine)
 
 
 def test_every_item_type_comes_back_exactly(tk: Turnkeeper) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,15 @@ def test_a_message_without_a_trace_is_one_error_line(cli: Cli, answered: Upstrea
     result = cli("trace", "trip", "3")
     assert result.exit_code == 1
     assert "has no trace" in one_error_line(result)
+
+
+def test_traces_survive_export_and_import_into_another_database(
+    cli: Cli, answered: Upstream, tmp_path: Path
+) -> None:
+    out = tmp_path / "trip.jsonl"
+    cli.ok("export", "trip", "-o", str(out))
+    copy = f"sqlite:///{tmp_path / 'copy.db'}"
+    cli.ok("import", str(out), db=copy)
+    assert cli.json("trace", "trip", "4", db=copy) == cli.json("trace", "trip", "4")
+    cli.ok("import", str(out), db=copy)  # idempotent: nothing added, traces unchanged
+    assert cli.json("trace", "trip", "2", db=copy) == cli.json("trace", "trip", "2")

@@ -165,6 +165,9 @@ class CachedStore:
 
     # -- cached reads -----------------------------------------------------------------------
 
+    def read_messages_by_id(self, session_id: str, ids: Sequence[str]) -> list[Message]:
+        return self.inner.read_messages_by_id(session_id, ids)
+
     def read_messages(
         self,
         session_id: str,
@@ -262,9 +265,6 @@ class CachedStore:
     ) -> AgentState:
         return self.inner.update_agent_state(session_id, agent, update, now=now)
 
-    def save_trace(self, session_id: str, seq: int, data: str) -> None:
-        self.inner.save_trace(session_id, seq, data)  # traces never shape a window: no bump
-
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         return self.inner.read_traces(session_id, upto_seq=upto_seq, limit=limit)
 
@@ -324,8 +324,13 @@ class CachedStore:
     def project_stats(self, project: str | None = None) -> list[ProjectStats]:
         return self.inner.project_stats(project)
 
-    def import_session(self, session: Session, messages: Sequence[Message]) -> int:
-        return self.inner.import_session(session, messages)
+    def import_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        traces: Sequence[tuple[int, str]] = (),
+    ) -> int:
+        return self.inner.import_session(session, messages, traces)
 
     def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
         self.inner.create_api_key(key, secret_hash=secret_hash)

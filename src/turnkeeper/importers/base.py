@@ -60,6 +60,8 @@ class Batch:
     origin: str
     messages: list[Message] = field(default_factory=list)
     exact_seqs: bool = True
+    traces: list[tuple[int, str]] = field(default_factory=list)
+    """Turn traces `(seq, data)` of the batch's replies (turnkeeper's own export only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,7 @@ def build_batch(
         seen = occurrences.get(source.identity, 0)
         occurrences[source.identity] = seen + 1
         fields = {f.name: getattr(draft, f.name) for f in dataclasses.fields(draft)}
+        del fields["trace"]  # a source message is not a chat turn's reply
         fields |= {"id": derived_id(session.id, source.identity, str(seen))}
         fields |= {"created_at": source.created_at}  # the source's time, not the clock's
         stored.append(Message(session_id=session.id, seq=len(stored) + 1, **fields))
@@ -178,7 +181,7 @@ def run_import(
             report.messages_added += len(messages)
         else:
             try:
-                report.messages_added += store.import_session(session, messages)
+                report.messages_added += store.import_session(session, messages, batch.traces)
             except TurnkeeperError as exc:
                 report.errors.append(f"{batch.origin}: {exc}")
                 continue

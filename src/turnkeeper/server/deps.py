@@ -116,7 +116,8 @@ def get_attempt(
             min_length=1,
             max_length=255,
             description="Makes a retry of this request store nothing twice (IETF httpapi "
-            "Idempotency-Key): the same key in the same session names the same messages.",
+            "Idempotency-Key): the same key in the same session names the same messages; "
+            "reused for other messages it is a 422 and nothing is stored.",
         ),
     ] = None,
     x_stainless_retry_count: Annotated[

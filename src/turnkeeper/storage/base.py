@@ -129,11 +129,17 @@ class Store(Protocol):
         If every draft is already stored, nothing else is checked or written. Otherwise:
         - `expected_last_seq`, when given, must equal the session's last seq (`SeqConflict`);
         - the session must be active (`Conflict`) and not past `expires_at` (`SessionExpired`).
+        A draft's `trace` is stored with it, keyed by its seq, in the same transaction.
         """
         ...
 
     def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
         """The messages of this session with these ids, by id (unknown ids are left out)."""
+        ...
+
+    def read_messages_by_id(self, session_id: str, ids: Sequence[str]) -> list[Message]:
+        """The messages of this session whose id is in `ids`, by seq (unknown ids, and ids of
+        another session's messages, are left out)."""
         ...
 
     def read_messages(
@@ -197,11 +203,8 @@ class Store(Protocol):
 
     # -- turn traces ------------------------------------------------------------------------
 
-    def save_trace(self, session_id: str, seq: int, data: str) -> None:
-        """Store the trace (a JSON document) of the reply at `seq`; a second one for the same
-        seq is ignored (the first answer's trace stands). Deleting the message, resetting or
-        deleting the session deletes it."""
-        ...
+    # Traces are written only with their reply (`MessageDraft.trace`) or by `import_session`.
+    # Deleting the message, resetting or deleting the session deletes its trace.
 
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         """Up to `limit` traces `(seq, data)` at or before `upto_seq`, newest first."""
@@ -226,11 +229,18 @@ class Store(Protocol):
 
     # -- bulk transfer ----------------------------------------------------------------------
 
-    def import_session(self, session: Session, messages: Sequence[Message]) -> int:
-        """Store a session and its messages exactly as given (ids, seqs, times, counts).
+    def import_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        traces: Sequence[tuple[int, str]] = (),
+    ) -> int:
+        """Store a session and its messages exactly as given (ids, seqs, times, counts), and
+        the turn traces `(seq, data)` of its replies, in one transaction.
 
-        Idempotent: an existing session is kept and only messages whose id is not yet stored
-        are added. Returns how many messages were added.
+        Idempotent: an existing session is kept, only messages whose id is not yet stored are
+        added, and a trace for a seq that has one already is skipped. Returns how many
+        messages were added.
         """
         ...
 

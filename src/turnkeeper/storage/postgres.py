@@ -419,7 +419,12 @@ class PostgresStore(sql.SQLReads):
                     [sql.message_params(session_id, m.seq, m, POSTGRES) for m in plan.added],
                 )
                 self._run(cur, sql.ADD_TOTALS, plan.totals_params(session_id, now, POSTGRES))
+                self._traces(cur, session_id, plan.traces)
         return plan.result
+
+    def _traces(self, cur: Cursor, session_id: str, traces: Sequence[tuple[int, str]]) -> None:
+        if traces:
+            cur.executemany(_pg(sql.INSERT_TRACE), sql.trace_params(session_id, traces))
 
     # -- agent states and summary checkpoints -----------------------------------------------
 
@@ -452,10 +457,6 @@ class PostgresStore(sql.SQLReads):
         assert row is not None
         return sql.summary_from_row(row, POSTGRES)
 
-    def save_trace(self, session_id: str, seq: int, data: str) -> None:
-        with self._tx() as cur:
-            self._run(cur, sql.INSERT_TRACE, (session_id, seq, data))
-
     # -- lifecycle and statistics -----------------------------------------------------------
 
     def expire_sessions(
@@ -473,7 +474,12 @@ class PostgresStore(sql.SQLReads):
 
     # -- bulk transfer ----------------------------------------------------------------------
 
-    def import_session(self, session: Session, messages: Sequence[Message]) -> int:
+    def import_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        traces: Sequence[tuple[int, str]] = (),
+    ) -> int:
         with self._tx() as cur:
             self._run(
                 cur,
@@ -492,6 +498,7 @@ class PostgresStore(sql.SQLReads):
                     [sql.message_params(session.id, m.seq, m, POSTGRES) for m in messages],
                 )
                 added = max(cur.rowcount, 0)
+            self._traces(cur, session.id, traces)
             if added:
                 self._run(cur, sql.RECOMPUTE_TOTALS, (session.updated_at, session.id))
                 self._run(

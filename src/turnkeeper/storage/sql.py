@@ -186,12 +186,17 @@ SELECT_SUMMARY = (
 )
 RESET_SUMMARIES = "DELETE FROM summaries WHERE session_id = ?"
 RESET_AGENT_POSITIONS = "UPDATE agent_states SET last_processed_seq = 0 WHERE session_id = ?"
+"""After a reset the seqs an agent had processed are gone (seq restarts from what is left)."""
 RESET_TRACES = "DELETE FROM turn_traces WHERE session_id = ?"
 INSERT_TRACE = (
     "INSERT INTO turn_traces (session_id, seq, data) VALUES (?, ?, ?)"
     " ON CONFLICT (session_id, seq) DO NOTHING"
 )
-"""After a reset the seqs an agent had processed are gone (seq restarts from what is left)."""
+
+
+def trace_params(session_id: str, traces: Sequence[tuple[int, str]]) -> list[tuple[str, int, str]]:
+    """Parameters of `INSERT_TRACE` for `(seq, data)` traces of one session."""
+    return [(session_id, seq, data) for seq, data in traces]
 
 
 def agent_state_params(
@@ -513,6 +518,8 @@ class AppendPlan:
 
     added: list[Message]
     result: list[Message]
+    traces: list[tuple[int, str]]
+    """`(seq, data)` of the added messages' traces."""
 
     @property
     def last_seq(self) -> int:
@@ -566,6 +573,7 @@ def plan_append(
             raise Conflict(f"session {session.id} is {session.status.value}")
     seq = session.last_seq
     added: list[Message] = []
+    traces: list[tuple[int, str]] = []
     for draft in fresh:
         seq += 1
         known[draft.id] = Message(
@@ -584,7 +592,9 @@ def plan_append(
             metadata=draft.metadata,
         )
         added.append(known[draft.id])
-    return AppendPlan(added=added, result=[known[draft.id] for draft in drafts])
+        if draft.trace is not None:
+            traces.append((seq, draft.trace))
+    return AppendPlan(added=added, result=[known[draft.id] for draft in drafts], traces=traces)
 
 
 # -- statistics from aggregate rows -----------------------------------------------------------
@@ -752,6 +762,13 @@ class SQLReads:
             f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY covers_to_seq"
         )
         return [summary_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
+
+    def read_messages_by_id(self, session_id: str, ids: Sequence[str]) -> list[Message]:
+        if not ids:
+            return []
+        query = f"{SELECT_MESSAGES_BY_ID}{placeholders(len(ids))} AND session_id = ? ORDER BY seq"
+        rows = self._read(query, (*ids, session_id))
+        return [message_from_row(row, self.dialect) for row in rows]
 
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         query = (

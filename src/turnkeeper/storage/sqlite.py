@@ -285,6 +285,7 @@ class SQLiteStore(sql.SQLReads):
                     [sql.message_params(session_id, m.seq, m, SQLITE) for m in plan.added],
                 )
                 tx.execute(sql.ADD_TOTALS, plan.totals_params(session_id, now, SQLITE))
+                tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
         return plan.result
 
     # -- agent states and summary checkpoints -----------------------------------------------
@@ -311,10 +312,6 @@ class SQLiteStore(sql.SQLReads):
             row = tx.execute(sql.SELECT_SUMMARY, key).fetchone()
         return sql.summary_from_row(row, SQLITE)
 
-    def save_trace(self, session_id: str, seq: int, data: str) -> None:
-        with self._write() as tx:
-            tx.execute(sql.INSERT_TRACE, (session_id, seq, data))
-
     # -- lifecycle and statistics -----------------------------------------------------------
 
     def expire_sessions(
@@ -332,7 +329,12 @@ class SQLiteStore(sql.SQLReads):
 
     # -- bulk transfer ----------------------------------------------------------------------
 
-    def import_session(self, session: Session, messages: Sequence[Message]) -> int:
+    def import_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        traces: Sequence[tuple[int, str]] = (),
+    ) -> int:
         with self._write() as tx:
             tx.execute(
                 sql.IMPORT_SESSION.replace("INSERT", "INSERT OR IGNORE", 1),
@@ -349,6 +351,7 @@ class SQLiteStore(sql.SQLReads):
                 [sql.message_params(session.id, m.seq, m, SQLITE) for m in messages],
             )
             added = tx.total_changes - before
+            tx.executemany(sql.INSERT_TRACE, sql.trace_params(session.id, traces))
             if added:
                 tx.execute(sql.RECOMPUTE_TOTALS, (to_ts(session.updated_at), session.id)).fetchall()
                 tx.execute(

@@ -29,7 +29,7 @@ def _append(
 ) -> list[Message]:
     """Append and count what was newly stored (a retried id is returned, not counted)."""
     session = tk.get_session(ref, project=project)
-    new = with_idempotent_ids(session, new, attempt.idempotency_key)
+    new = with_idempotent_ids(tk.store, session, new, attempt.idempotency_key)
     stored = tk.append_many(session, new, expected_last_seq=expected)
     record_stored(session, False, [m for m in stored if m.seq > session.last_seq])
     return stored

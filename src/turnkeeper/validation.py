@@ -107,7 +107,7 @@ def check_strategy(value: StrategyName | str) -> StrategyName:
 
 
 def check_phase(value: Phase | str | None) -> Phase | None:
-    """One of seed 004's phases (None: no phase)."""
+    """One of the multi-agent phases (None: no phase)."""
     if value is None:
         return None
     try:

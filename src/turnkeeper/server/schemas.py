@@ -89,7 +89,7 @@ class SessionCreate(_Request):
     )
     kind: str | None = Field(None, max_length=100, description="Session kind, e.g. dev-task.")
     title: str | None = Field(None, max_length=1000)
-    phase: Phase | None = Field(None, description="One of seed 004's phases.")
+    phase: Phase | None = Field(None, description="The multi-agent phase.")
     metadata: JSON | None = Field(None, description="Any JSON object.")
     ttl_seconds: float | None = Field(
         None,
@@ -118,7 +118,7 @@ class SessionUpdate(_Request):
     )
 
     title: str | None = Field(None, max_length=1000)
-    phase: Phase | None = Field(None, description="One of seed 004's phases.")
+    phase: Phase | None = Field(None, description="The multi-agent phase.")
     metadata: JSON | None = None
     ttl_seconds: float | None = Field(
         None,
@@ -139,7 +139,7 @@ class SessionUpdate(_Request):
 
 
 class ResetRequest(_Request):
-    """Seed 000's reset: clear the history, keep the session."""
+    """Reset of a bead conversation: clear the history, keep the session."""
 
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"keep_system_message": True}]}
@@ -361,7 +361,7 @@ class ContextResponse(BaseModel):
 
 
 class SessionStatsPublic(BaseModel):
-    """Per-session statistics (seed 002's user-facing vs internal split)."""
+    """Per-session statistics (user-facing vs internal messages)."""
 
     session_id: str
     message_count: int
@@ -530,11 +530,11 @@ class Problem(BaseModel):
     )
 
 
-# -- seed 000's routes ----------------------------------------------------------------------
+# -- bead conversation routes ----------------------------------------------------------------
 
 
-class ChatMessage000(BaseModel):
-    """Seed 000's ChatMessage."""
+class BeadConversationMessage(BaseModel):
+    """A message as the bead conversation routes give it."""
 
     role: str
     content: str
@@ -542,13 +542,14 @@ class ChatMessage000(BaseModel):
     token_count: int
 
 
-class Conversation000(BaseModel):
-    """Seed 000's GetConversationResponse."""
+class BeadConversation(BaseModel):
+    """A bead conversation: the session and its messages, in the bead conversation service's
+    fields."""
 
     session_id: str
     bead_id: str | None
     project_id: str
-    messages: list[ChatMessage000]
+    messages: list[BeadConversationMessage]
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None
@@ -556,11 +557,11 @@ class Conversation000(BaseModel):
     metadata: JSON
 
     @classmethod
-    def from_domain(cls, session: Session, messages: list[Message]) -> Conversation000:
+    def from_domain(cls, session: Session, messages: list[Message]) -> BeadConversation:
         return cls(
             session_id=session.id, bead_id=session.subject, project_id=session.project,
             messages=[
-                ChatMessage000(
+                BeadConversationMessage(
                     role=m.role.value, content=m.content, timestamp=m.created_at,
                     token_count=m.tokens,
                 )
@@ -572,14 +573,14 @@ class Conversation000(BaseModel):
         )  # fmt: skip
 
 
-class Deleted000(BaseModel):
-    """Seed 000's DeleteConversationResponse."""
+class BeadConversationDeleted(BaseModel):
+    """What deleting a bead conversation answers."""
 
     success: bool
     message: str
 
 
-# -- multi-agent conversations, summaries, seed 003's conversation context ---------------------
+# -- multi-agent conversations, summaries, the conversation context object ---------------------
 
 
 class PhaseChange(_Request):
@@ -615,7 +616,7 @@ class AgentResponse(_Request):
 
 
 class AgentStatePublic(BaseModel):
-    """Where an agent stands in a session (seed 004)."""
+    """Where an agent stands in a multi-agent session."""
 
     agent: str
     last_processed_seq: int
@@ -657,7 +658,7 @@ class RecentMessagePublic(BaseModel):
 
 
 class ConversationContextPublic(BaseModel):
-    """Seed 003's conversation context, plus the planner text rendered from it."""
+    """The conversation context object, plus the planner text rendered from it."""
 
     conversation_id: str
     message_count: int

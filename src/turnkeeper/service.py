@@ -807,10 +807,9 @@ class Turnkeeper:
         project: str | None = None,
     ) -> AgentState:
         """Record that `agent` answered: store its `reply` (if given; authored by it), then
-        move its state to the end of the history (`lastProcessedMessageIndex` =
-        history length in the multi-agent runner), keep or replace
-        its provider session id, and add `execution_ms` to
-        its time. This, not a plain append, is what advances an agent."""
+        move its state to the end of the history (the multi-agent runner's
+        `lastProcessedMessageIndex` = history length), keep or replace its provider session id,
+        and add `execution_ms` to its time. This, not a plain append, is what advances an agent."""
         session = self.get_session(ref, project=project)
         name = _agent_name("agent", agent)
         if execution_ms is not None:

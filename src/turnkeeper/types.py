@@ -246,8 +246,7 @@ class AgentState:
     `last_processed_seq` is the last seq the agent had seen when it last answered (0: nothing
     yet); `provider_session_id` is the model provider's own conversation id (the multi-agent
     runner's `claudeSessionId`), kept until a new one is given. `execution_ms` and `turns` add up
-    what
-    the agent reported about its turns.
+    what the agent reported about its turns.
     """
 
     session_id: str

@@ -12,8 +12,7 @@ The session id becomes the key; the old files get the ids dagent's own migration
 them (`pm-feature-{featureId}`, `dev-task-{featureId}-{taskId}`), so an old file and its
 successor land in the same turnkeeper session, the old messages first. `type` becomes the kind,
 `featureId` the subject (the unit of work, like a bead in the bead conversation service) and,
-with `taskId`, session
-metadata. Per message, `metadata.internal` becomes `internal`, `metadata.tokens` the usage, the
+with `taskId`, session metadata. Per message, `metadata.internal` becomes `internal`, `metadata.tokens` the usage, the
 agent type the author of assistant turns, and the rest of the metadata (`toolUse`, `iteration`…)
 is kept as is, with the message's own id as `dagent_id`.
 """

@@ -13,7 +13,7 @@ from turnkeeper.errors import InvalidConfig
 from turnkeeper.types import StrategyName
 
 
-def test_defaults_follow_the_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_follow_the_older_designs(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings()
     assert settings.session_expiration == timedelta(hours=24)
     assert settings.cleanup_interval == timedelta(hours=1)

@@ -52,7 +52,7 @@ def test_pending_turn_appears_once_whether_or_not_it_is_stored_yet(tk: Turnkeepe
     assert before == after_with_pending == after
 
 
-def test_truncate_defaults_to_seed_001_budget(tk: Turnkeeper) -> None:
+def test_truncate_defaults_to_its_own_budget(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 200)
     window = tk.context(session_id, strategy="truncate")
     assert window.report.budget == 6000 - 4500

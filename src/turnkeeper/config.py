@@ -5,9 +5,10 @@ variables, the TOML config file, then the defaults below. The config file is
 `$TURNKEEPER_CONFIG` if set, else `turnkeeper.toml` in the user's config directory
 (platformdirs); keys may sit at the top level or under a `[turnkeeper]` table.
 
-Key names follow the seeds: seed 000 (`session_expiration`, `cleanup_interval`,
-`token_strategy`, `max_tokens`, `keep_recent_messages`) and seed 001 (`max_history_messages`,
-`max_context_tokens`, `reserved_tokens`, `context_strategy`); the aliases are accepted too.
+Key names follow the older designs (see docs/compatibility.md): the bead conversation
+service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_tokens`,
+`keep_recent_messages`) and the personal agent's (`max_history_messages`, `max_context_tokens`,
+`reserved_tokens`, `context_strategy`); the aliases are accepted too.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ DEFAULT_SUMMARY_PROMPT = (
     "Summarize this conversation history in 2-3 sentences. "
     "Focus on what the user asked about and what was recommended."
 )
-"""Seed 003's summary prompt, the default of `summary_prompt`."""
+"""The anonymous chat planner's summary prompt, the default of `summary_prompt`."""
 
 _STRATEGY_ALIASES = {"summarization": "summarize", "sliding": "sliding_window"}
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([dhms]|ms)\s*)+$")
@@ -46,7 +47,8 @@ _UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def parse_duration(value: Any) -> Any:
-    """Accept Go-style durations as the seeds write them ("24h", "1h30m", "90s", "2d");
+    """Accept Go-style durations as the bead conversation service writes them
+    ("24h", "1h30m", "90s", "2d");
     anything else is left for pydantic (seconds, ISO 8601 "PT2H", timedelta)."""
     if isinstance(value, str) and _DURATION.match(value):
         seconds = sum(
@@ -119,10 +121,10 @@ class Settings(BaseSettings):
         description="Socket timeout of each Redis call; past it the call is bypassed.",
     )
     cache_ttl: timedelta = Field(
-        default=timedelta(seconds=120), description="Lifetime of a Redis cache entry (seed 003)."
+        default=timedelta(seconds=120), description="Lifetime of a Redis cache entry."
     )
     lru_size: int = Field(
-        default=100, ge=0, description="Sessions the in-process cache keeps (seed 000); 0: off."
+        default=100, ge=0, description="Sessions the in-process cache keeps; 0: off."
     )
     lru_max_bytes: int = Field(
         default=64 * 1024 * 1024,
@@ -133,7 +135,7 @@ class Settings(BaseSettings):
 
     session_expiration: timedelta | None = Field(
         default=timedelta(hours=24),
-        description="Lifetime of a new session (seed 000: 24h). 0 or null: never expires.",
+        description="Lifetime of a new session (24h). 0 or null: never expires.",
     )
     cleanup_interval: timedelta = Field(
         default=timedelta(hours=1), description="How often the service's sweeper runs expiry."
@@ -161,27 +163,27 @@ class Settings(BaseSettings):
         default=None,
         gt=0,
         description="Default token budget of a built context. Unset: budget_ratio × the model's "
-        "context window (seed 000's rule).",
+        "context window.",
     )
     budget_ratio: float = Field(default=0.8, gt=0, le=1)
     default_context_window: int = Field(
         default=128_000, gt=0, description="Context window assumed for an unknown model."
     )
     max_context_tokens: int = Field(
-        default=6000, gt=0, description="Budget of the `truncate` strategy (seed 001)."
+        default=6000, gt=0, description="Budget of the `truncate` strategy."
     )
     reserved_tokens: int = Field(
         default=4500,
         ge=0,
-        description="Tokens `truncate` keeps free for system prompt, tools and reply (seed 001).",
+        description="Tokens `truncate` keeps free for system prompt, tools and reply.",
     )
     max_history_messages: int = Field(
-        default=50, gt=0, description="Most messages `truncate` loads (seed 001)."
+        default=50, gt=0, description="Most messages `truncate` loads."
     )
     keep_recent_messages: int = Field(
         default=10,
         gt=0,
-        description="N of `recent` and K (verbatim tail) of `summarize` (seed 000).",
+        description="N of `recent` and K (verbatim tail) of `summarize`.",
     )
     model: str = Field(default="gpt-4o", min_length=1, description="Default model name.")
     token_encoding: str = Field(
@@ -253,13 +255,12 @@ class Settings(BaseSettings):
     summary_prompt: str = Field(
         default=DEFAULT_SUMMARY_PROMPT,
         min_length=1,
-        description="System prompt of the LLM summarizer (default: seed 003's).",
+        description="System prompt of the LLM summarizer (default: the anonymous chat planner's).",
     )
     summary_threshold: int = Field(
         default=15,
         gt=0,
-        description="Messages above which the conversation context object carries a summary "
-        "(seed 003).",
+        description="Messages above which the conversation context object carries a summary.",
     )
 
     @field_validator("strategy", mode="before")

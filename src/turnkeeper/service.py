@@ -78,7 +78,8 @@ MAX_PAGE = 1000
 
 
 SUMMARY_TOKENS = 150
-"""Longest summary in the conversation context object (seed 003's `max_tokens=150`)."""
+"""Longest summary in the conversation context object (the anonymous chat
+planner's `max_tokens=150`)."""
 
 _log = get_logger("turnkeeper.service")
 
@@ -572,9 +573,9 @@ class Turnkeeper:
     ) -> int:
         """The token budget of a build: `max_tokens - reserved_tokens`.
 
-        Defaults: `truncate` uses seed 001's `max_context_tokens` and `reserved_tokens`; every
+        Defaults: `truncate` uses its own `max_context_tokens` and `reserved_tokens`; every
         other strategy uses `max_tokens` from the settings, or else `budget_ratio` × the model's
-        context window (seed 000), with nothing reserved. The default reserve belongs to the
+        context window, with nothing reserved. The default reserve belongs to the
         default budget: a caller who gives `max_tokens` without `reserved_tokens` gets a window
         of at most `max_tokens`, with nothing reserved.
         """
@@ -617,10 +618,10 @@ class Turnkeeper:
 
         `new_message` is the turn being answered, if it is not stored yet; if it is already
         stored (same id) it still appears once. `include_internal` defaults to False for
-        `recent` (seed 002: user-facing context) and True for the other strategies and for an
+        `recent` (user-facing context) and True for the other strategies and for an
         agent's perspective.
 
-        With `agent`, the window is that agent's perspective (seed 004, `context.perspective`):
+        With `agent`, the window is that agent's perspective (`context.perspective`):
         the full history before the trigger (`new_message`, else the stored message with seq
         `trigger`, else the newest), others' turns attributed, the "while you were away" block
         after its `last_processed_seq`, the marker, the trigger; `strategy` does not apply, and
@@ -706,7 +707,7 @@ class Turnkeeper:
             self._summarizer, self.store, session_id, clock=self._clock, locks=self._locks
         )
 
-    # -- multi-agent conversations (seed 004) -----------------------------------------------
+    # -- multi-agent conversations --------------------------------------------------------
 
     def _event(
         self,
@@ -821,9 +822,9 @@ class Turnkeeper:
         project: str | None = None,
     ) -> AgentState:
         """Record that `agent` answered: store its `reply` (if given; authored by it), then
-        move its state to the end of the history (seed 004: `lastProcessedMessageIndex` =
-        history length), keep or replace its provider session id, and add `execution_ms` to
-        its time. This, not a plain append, is what advances an agent."""
+        move its state to the end of the history (the multi-agent runner's
+        `lastProcessedMessageIndex` = history length), keep or replace its provider session id,
+        and add `execution_ms` to its time. This, not a plain append, is what advances an agent."""
         session = self.get_session(ref, project=project)
         name = _agent_name("agent", agent)
         if execution_ms is not None:
@@ -843,12 +844,12 @@ class Turnkeeper:
         """The session's stored summary checkpoints, oldest first."""
         return self.store.list_summaries(self.get_session(ref, project=project).id)
 
-    # -- seed 003's conversation context ----------------------------------------------------
+    # -- the conversation context object ----------------------------------------------------
 
     def conversation_context(
         self, ref: SessionRef, *, recent: int = RECENT_MESSAGES, project: str | None = None
     ) -> ConversationContext:
-        """Seed 003's digest of a conversation: count, first-message flag, the last `recent`
+        """A digest of a conversation: count, first-message flag, the last `recent`
         user-facing messages, entities earlier answers referenced, and a summary of what came
         before the recent ones once there are more than `summary_threshold` messages.
 

@@ -130,7 +130,7 @@ class TiktokenCounter(_ChatFormatCounter):
 
 
 class ApproxCounter(_ChatFormatCounter):
-    """The `chars / 4` rule of thumb (seeds 000 and 001), for when speed beats exactness."""
+    """The `chars / 4` rule of thumb, for when speed beats exactness."""
 
     encoding = APPROX_ENCODING
 

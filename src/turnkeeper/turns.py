@@ -9,7 +9,8 @@ Order matters, and is chosen so that nothing is lost and nothing is doubled:
    the audit trail, and a retry with the same id stores nothing twice.
 2. The window is built from the stored history alone, whose newest message is now the new
    turn. The turn is therefore in the window exactly once by construction: it is never also
-   passed as a pending message and never appended again (seed 001's duplication trap).
+   passed as a pending message and never appended again (the duplication trap:
+   the pending turn appearing twice).
 3. The reply is stored with an id derived from the turn's id. A retry of a turn that was already
    answered finds that reply and returns it without calling the model again (`replayed`).
 4. The reply's trace (`turnkeeper.traces`: the window exactly as sent) is stored by the same

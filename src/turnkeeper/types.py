@@ -35,7 +35,7 @@ class SessionStatus(enum.StrEnum):
 
 
 class Phase(enum.StrEnum):
-    """What a multi-agent conversation is doing (seed 004's phases)."""
+    """What a multi-agent conversation is doing (the multi-agent phases)."""
 
     CHAT = "chat"
     BRAINSTORM = "brainstorm"
@@ -239,17 +239,18 @@ class SessionStats:
     first_message_at: datetime | None
     last_message_at: datetime | None
     execution_ms: int = 0
-    """Time agents reported spending on their turns, summed (seed 004 `executionTime`)."""
+    """Time agents reported spending on their turns, summed (the multi-agent
+    runner's `executionTime`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class AgentState:
-    """Where one agent stands in one session (seed 004's per-agent state).
+    """Where one agent stands in one session (the per-agent state).
 
     `last_processed_seq` is the last seq the agent had seen when it last answered (0: nothing
-    yet); `provider_session_id` is the model provider's own conversation id (seed 004's
-    `claudeSessionId`), kept until a new one is given. `execution_ms` and `turns` add up what
-    the agent reported about its turns.
+    yet); `provider_session_id` is the model provider's own conversation id (the multi-agent
+    runner's `claudeSessionId`), kept until a new one is given. `execution_ms` and `turns` add up
+    what the agent reported about its turns.
     """
 
     session_id: str

@@ -110,7 +110,7 @@ def test_redis_entries_expire_after_the_cache_ttl(
         from_seq=None, to_seq=None, include_internal=True, newest_first=False, limit=None,
     )  # fmt: skip
     client = redis.Redis.from_url(redis_server)
-    assert 110 <= client.ttl(key) <= 120  # seed 003's two minutes
+    assert 110 <= client.ttl(key) <= 120  # the default two minutes
     client.close()
     tk.close()
 

@@ -1,4 +1,4 @@
-"""Seed 003's conversation context object and its four listed tests, on real parts: a SQLite
+"""The conversation context object and its four listed tests, on real parts: a SQLite
 file behind the version-keyed cache, with a store that counts its reads."""
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def test_an_unreachable_store_gives_the_empty_context_and_logs(
     assert [log["event"] for log in logs] == ["conversation_fetch_failed"]
 
 
-def test_planner_context_renders_seed_003s_text() -> None:
+def test_planner_context_renders_the_planner_text() -> None:
     context = ConversationContext(
         conversation_id="c",
         message_count=7,

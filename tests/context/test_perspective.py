@@ -1,4 +1,4 @@
-"""An agent's perspective (seed 004): every "Testing considerations" scenario, each asserting
+"""An agent's perspective (multi-agent): every "Testing considerations" scenario, each asserting
 the exact message list an agent is given, through the service on a real SQLite file."""
 
 from __future__ import annotations

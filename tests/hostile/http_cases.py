@@ -399,9 +399,11 @@ PATH_CASES = [
     Case("path: unknown route", "GET", "/v1/sessions/target/secrets"),
     Case("path: wrong method", "PUT", TARGET, {"title": "x"}),
     Case("path: DELETE on messages", "DELETE", f"{TARGET}/messages"),
-    Case("path: legacy conversation of another project", "GET", "/api/v1/conversations/other"),
-    Case("path: legacy delete of another project", "DELETE", "/api/v1/conversations/other"),
-    Case("path: legacy reset of another project", "POST", "/api/v1/conversations/other/reset"),
+    Case("path: bead conversation of another project", "GET", "/api/v1/conversations/other"),
+    Case("path: bead conversation delete, other project", "DELETE", "/api/v1/conversations/other"),
+    Case(
+        "path: bead conversation reset, other project", "POST", "/api/v1/conversations/other/reset"
+    ),
 ]
 
 HEADER_CASES = [

@@ -1,5 +1,6 @@
 """Fixtures for the importer tests: a turnkeeper on a SQLite file, the hand-written fixtures,
-and seed 000's table created with the seed's own DDL in a PostgreSQL schema of its own."""
+and the bead conversation service's table created with its own DDL in a PostgreSQL schema of
+its own."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def fixture_copy(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
-def seed000_db(postgres_server: str) -> Iterator[str]:
-    """A database URL whose schema holds seed 000's `conversation_contexts` (its DDL as
+def bead_conversation_db(postgres_server: str) -> Iterator[str]:
+    """A database URL whose schema holds the bead conversation service's
+    `conversation_contexts` (its DDL as
     written, with the `beads` and `projects` tables its foreign keys need) and no rows."""
     import psycopg
 

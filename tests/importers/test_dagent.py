@@ -1,4 +1,4 @@
-"""Seed 002's session files (new per-session files, old chat.json and nodes/*/session.json)
+"""dagent's session files (new per-session files, old chat.json and nodes/*/session.json)
 import with their fields mapped, idempotently, and with bad records named by file and line."""
 
 from __future__ import annotations

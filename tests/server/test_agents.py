@@ -1,5 +1,5 @@
-"""Multi-agent routes, the agent perspective over HTTP, summaries, seed 003's conversation
-context, and the LLM summarizer against the recording upstream model."""
+"""Multi-agent routes, the agent perspective over HTTP, summaries, the conversation context
+object, and the LLM summarizer against the recording upstream model."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def team(client: httpx.Client) -> str:
     return "team"
 
 
-def test_agent_perspective_over_http_follows_seed_004(client: httpx.Client, team: str) -> None:
+def test_agent_perspective_over_http_follows_the_multi_agent_rules(
+    client: httpx.Client, team: str
+) -> None:
     client.post(f"/v1/sessions/{team}/messages", json={"role": "user", "content": "@pm status?"})
     window = client.get(f"/v1/sessions/{team}/context", params={"agent": "pm"}).json()
     assert [(m["role"], m["content"]) for m in window["messages"]] == [

@@ -1,5 +1,6 @@
 """Many processes appending to one PostgreSQL session at once lose and duplicate nothing —
-and seed 000's literal design (a JSONB array per session, read, appended to in the application,
+and the bead conversation service's literal design (a JSONB array per session, read,
+appended to in the application,
 written back) loses messages under the same load. That is why messages are rows.
 """
 
@@ -48,7 +49,8 @@ def _same_ids_writer(url: str, session_id: str, barrier: Any) -> None:
 
 
 def _array_writer(url: str, session_id: str, writer: int, barrier: Any) -> None:
-    """Seed 000's UpdateSession: load the session's messages array, append, save it back."""
+    """The bead conversation service's UpdateSession: load the session's messages array,
+    append, save it back."""
     import psycopg
 
     with psycopg.connect(url) as conn:  # READ COMMITTED, the PostgreSQL default
@@ -141,13 +143,13 @@ def test_processes_retrying_the_same_ids_store_each_once(shared_url: str) -> Non
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_seed_000_json_array_read_modify_write_loses_messages_under_the_same_load(
+def test_bead_conversation_json_array_read_modify_write_loses_messages_under_the_same_load(
     shared_url: str,
 ) -> None:
     import psycopg
 
     with psycopg.connect(shared_url, autocommit=True) as conn:
-        conn.execute(  # seed 000's table, without the foreign keys to its other tables
+        conn.execute(  # that service's table, without the foreign keys to its other tables
             "CREATE TABLE conversation_contexts (session_id TEXT PRIMARY KEY,"
             " messages JSONB NOT NULL DEFAULT '[]', updated_at TIMESTAMP NOT NULL DEFAULT now(),"
             " token_count INTEGER NOT NULL DEFAULT 0)"

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 def live_session(tk: Turnkeeper, key: str, project: str | None) -> Session | None:
     """The active session holding `key`, or None: a framework's history of a session that
-    never existed, was archived or has expired is empty (seed 000: an expired conversation
-    starts afresh), and the next write makes a new session take the key."""
+    never existed, was archived or has expired is empty (an expired conversation starts
+    afresh), and the next write makes a new session take the key."""
     try:
         session = tk.get_session(key, project=project)
     except SessionNotFound:

@@ -13,7 +13,7 @@ Behaviour matches `SQLiteSession` call for call (tested side by side): `get_item
 latest `limit` items in chronological order (`limit=0` none, a negative limit all, `None` the
 `session_settings.limit`), `pop_item` removes and returns the newest item, `clear_session`
 empties the session. The session is created on the first `add_items`; one that has expired
-holds no items (seed 000's rule: an expired conversation starts afresh).
+holds no items (an expired conversation starts afresh).
 """
 
 from __future__ import annotations

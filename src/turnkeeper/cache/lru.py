@@ -1,4 +1,4 @@
-"""The in-process cache: the most recently used sessions (seed 000: "cache recent 100 sessions").
+"""The in-process cache: the most recently used sessions ("cache recent 100 sessions").
 
 Entries are grouped by session and tagged with the session's version. A lookup with a newer
 version drops the session's old entries at once, so memory holds at most `max_sessions` sessions

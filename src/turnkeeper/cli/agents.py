@@ -1,5 +1,5 @@
-"""`turnkeeper agents …` (seed 004's multi-agent conversations), `summaries` and
-`conversation-context` (seed 003): thin commands over the service."""
+"""`turnkeeper agents …` (multi-agent conversations), `summaries` and
+`conversation-context`: thin commands over the service."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def conversation_context(
     session: SessionArg, project: ProjectOption = None, db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:  # fmt: skip
-    """Seed 003's conversation context; prints the planner text (--json: the whole object)."""
+    """The conversation context object; prints the planner text (--json: the whole object)."""
     with open_ctx(db, json_output) as ctx:
         found = ctx.tk.conversation_context(session, project=project)
         ctx.out.conversation_context(found, planner_context(found))

@@ -169,7 +169,7 @@ def context(
     ] = WindowFormat.OPENAI,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", metavar="NAME", help="Build this agent's perspective (seed 004)."),
+        typer.Option("--agent", metavar="NAME", help="Build this agent's perspective."),
     ] = None,
     trigger: Annotated[
         int | None,

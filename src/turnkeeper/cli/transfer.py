@@ -1,5 +1,5 @@
 """`turnkeeper export` and `import`: sessions and messages as JSONL (see `turnkeeper.jsonl`),
-and imports from the seeds' own stores (see `turnkeeper.importers`)."""
+and imports from older designs' stores (see `turnkeeper.importers`)."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def import_(
         Path | None,
         typer.Argument(
             metavar="FILE|DIR",
-            help="A turnkeeper export (.jsonl), or seed 002's session files (a .json file or a "
+            help="A turnkeeper export (.jsonl), or dagent's session files (a .json file or a "
             "directory holding .dagent-worktrees). Not needed with --source-db.",
             exists=True,
         ),
@@ -143,7 +143,7 @@ def import_(
         typer.Option(
             "--source-db",
             metavar="URL",
-            help="PostgreSQL URL of seed 000's conversation_contexts table.",
+            help="PostgreSQL URL of the bead conversation service's conversation_contexts table.",
         ),
     ] = None,
     dry_run: Annotated[
@@ -155,8 +155,9 @@ def import_(
 ) -> None:
     """Import conversations; sessions and messages already stored are skipped.
 
-    Sources: turnkeeper's JSONL export, seed 002's dagent session files (their session id
-    becomes the key, in --project), seed 000's conversation_contexts table (--source-db).
+    Sources: turnkeeper's JSONL export, dagent's session files (their session id
+    becomes the key, in --project), the bead conversation service's conversation_contexts table
+    (--source-db).
     Malformed records are reported on stderr as FILE:LINE and the rest is still imported;
     the exit code is then 1.
     """

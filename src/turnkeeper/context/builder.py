@@ -3,7 +3,7 @@
 It owns the two things every strategy must agree on: how a message is counted (stored counts
 are reused when they were made with the target model's encoding, and recounted otherwise,
 only for the messages actually read) and what the report says. Each build logs exactly one
-`conversation_context_loaded` event, with seed 001's field names.
+`conversation_context_loaded` event, with the personal agent's field names.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 003's conversation context object, and the planner text made from it.
+"""The conversation context object, and the planner text made from it.
 
 For an app whose context *is* the conversation (anonymous users, no profile), each request gets
 a small digest of it: how long it is, whether this is the first message, the last few messages,
@@ -18,7 +18,7 @@ from turnkeeper.storage.codec import to_ts
 from turnkeeper.types import Message, Role
 
 RECENT_MESSAGES = 10
-"""Seed 003's CONTEXT_WINDOW_MESSAGES."""
+"""The anonymous chat planner's CONTEXT_WINDOW_MESSAGES."""
 PLANNER_MESSAGES = 5
 PLANNER_TEXT_CHARS = 200
 PLANNER_ENTITIES = 10
@@ -33,7 +33,8 @@ class RecentMessage:
 
 @dataclass(frozen=True, slots=True)
 class ConversationContext:
-    """Seed 003's `ConversationContext`. The empty one (`empty`) is what a caller gets when the
+    """The anonymous chat planner's `ConversationContext`. The empty one (`empty`) is what a
+    caller gets when the
     store cannot be reached: the turn goes on as a first message rather than fail."""
 
     conversation_id: str
@@ -48,7 +49,7 @@ class ConversationContext:
         return cls(conversation_id)
 
     def as_dict(self) -> dict[str, Any]:
-        """Seed 003's dict shape (timestamps as ISO 8601 text)."""
+        """The planner's dict shape (timestamps as ISO 8601 text)."""
         return {
             "conversation_id": self.conversation_id,
             "message_count": self.message_count,
@@ -68,7 +69,7 @@ class ConversationContext:
 
 def referenced_ids(messages: Iterable[Message]) -> tuple[str, ...]:
     """Ids in assistant messages' `metadata.referenced_ids`, each once, first mention first
-    (seed 003 used a set; keeping order makes the planner text stable)."""
+    (the planner used a set; keeping order makes the planner text stable)."""
     seen: dict[str, None] = {}
     for message in messages:
         if message.role is not Role.ASSISTANT:
@@ -98,7 +99,8 @@ def build(
 
 
 def planner_context(context: ConversationContext) -> str:
-    """Seed 003's `build_planner_context`: the summary line, the last 5 messages cut to 200
+    """The anonymous chat planner's `build_planner_context`: the summary line, the last 5
+    messages cut to 200
     characters, the first-message note, and up to 10 referenced entities."""
     parts: list[str] = []
     if context.summary:

@@ -1,16 +1,17 @@
-"""An agent's perspective on a multi-agent conversation (seed 004's `buildAgentMessages`).
+"""An agent's perspective on a multi-agent conversation (the multi-agent runner's
+`buildAgentMessages`).
 
 Pure over data: given the stored messages before the triggering event, the trigger, the agent's
-name and its `last_processed_seq`, it builds exactly seed 004's list:
+name and its `last_processed_seq`, it builds exactly the multi-agent runner's list:
 
 1. the full history before the trigger, in order: the user's messages as `user`, the agent's own
    as `assistant` (its own tool results stay `tool`), other agents' as `system` with `[name]:`
    attribution, system events (phase transitions, hand-offs, a system prompt) as `system`;
 2. the "MESSAGES WHILE YOU WERE AWAY" block: one `system` message holding, again, every message of
-   the other participants after `last_processed_seq` (seed 004: "the check no longer excludes
+   the other participants after `last_processed_seq` (the runner: "the check no longer excludes
    messages already in allPreviousMessages", so the block repeats them on purpose, to alert the
    agent), only when there is one. An agent at 0 has processed nothing: the whole history is new
-   to it and arrives as history, so it gets no block (seed 004's p-tagging at the start and
+   to it and arrives as history, so it gets no block (the runner's p-tagging at the start and
    mid-conversation);
 3. the "=== NEW INTERACTION ===" marker, only when the block was added;
 4. the trigger, exactly once, mapped by the same role rules.

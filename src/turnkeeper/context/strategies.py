@@ -34,12 +34,12 @@ Marker = Callable[[int], str]
 
 
 def sliding_window_marker(left_out: int) -> str:
-    """Seed 000 strategy 1's note."""
+    """The sliding window's note."""
     return f"[Note: {left_out} older messages truncated to stay within token limit]"
 
 
 def truncate_marker(left_out: int) -> str:
-    """Seed 001's marker."""
+    """The `truncate` marker."""
     return "[Earlier messages truncated]"
 
 
@@ -209,7 +209,7 @@ def _stands_alone(message: ContextMessage | None) -> bool:
 
 
 class Full:
-    """Every message, in order (seed 004); fails rather than leave any turn out."""
+    """Every message, in order; fails rather than leave any turn out."""
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
@@ -257,17 +257,17 @@ class Tail:
 
 
 def recent(counter: TokenCounter, *, keep_recent: int) -> Tail:
-    """The last `keep_recent` messages that fit (seeds 002, 003)."""
+    """The last `keep_recent` messages that fit."""
     return Tail(counter, marker=recent_marker, limit=keep_recent)
 
 
 def sliding_window(counter: TokenCounter) -> Tail:
-    """The system message and the most recent messages that fit (seed 000 strategy 1)."""
+    """The system message and the most recent messages that fit (sliding window)."""
     return Tail(counter, marker=sliding_window_marker, head=_is_system)
 
 
 def truncate(counter: TokenCounter, *, max_messages: int | None = None) -> Tail:
-    """The first message and the most recent that fit, at most `max_messages` (seed 001)."""
+    """The first message and the most recent that fit, at most `max_messages`."""
     return Tail(counter, marker=truncate_marker, head=_stands_alone, limit=max_messages)
 
 
@@ -277,7 +277,7 @@ class Summarize:
     When everything fits it is `full`. Otherwise the verbatim tail may use the budget left after
     the trigger and head minus `summary_share` of it, reserved for the summary (capped at
     `max_summary_tokens`). A summary that does not fit is asked for again, shorter; if none
-    fits, the left-out turns get the sliding-window marker instead (seed 000 strategy 2).
+    fits, the left-out turns get the sliding-window marker instead.
     """
 
     def __init__(

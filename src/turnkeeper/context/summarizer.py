@@ -1,4 +1,5 @@
-"""Summaries of the turns a window leaves out (seed 000 strategy 2, seed 003).
+"""Summaries of the turns a window leaves out (the `summarize` strategy, the conversation context
+object).
 
 A `Summarizer` turns messages into text no longer than a token limit. The extractive one here is
 deterministic and offline, so `summarize` works (and is testable) without any model; an LLM-backed

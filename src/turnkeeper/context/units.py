@@ -97,7 +97,7 @@ class Turns:
     """One build's view of a history: the trigger, an optional head, and older units.
 
     The trigger is `pending` unless it is absent or already stored as the newest message (same
-    id: seed 001's duplication trap), in which case it is the newest stored message. Creating a
+    id: the duplication trap), in which case it is the newest stored message. Creating a
     `Turns` reads that newest message; everything else is read on demand. Every stored message
     is rendered (and so counted) once, by `render`.
     """

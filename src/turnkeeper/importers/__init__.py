@@ -1,4 +1,4 @@
-"""`turnkeeper import`: bring conversations in from turnkeeper's JSONL and the seeds' own stores.
+"""`turnkeeper import`: bring conversations in from turnkeeper's JSONL and older designs' stores.
 
 Every source works the same way (see `turnkeeper.importers.base`): a dry run that counts what
 would be imported, a progress callback per session, idempotence (ids are derived from the
@@ -6,8 +6,9 @@ source, so a second run adds nothing), and malformed records reported as `file:l
 while everything else is imported.
 
 - `jsonl` — turnkeeper's own export (`turnkeeper.jsonl`);
-- `dagent` — seed 002's session files (`turnkeeper.importers.dagent`);
-- `conversation-contexts` — seed 000's PostgreSQL table (`turnkeeper.importers.conversation_contexts`).
+- `dagent` — dagent's session files (`turnkeeper.importers.dagent`);
+- `conversation-contexts` — the bead conversation service's PostgreSQL table
+  (`turnkeeper.importers.conversation_contexts`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What every importer shares: batches of one session each, and the loop that stores them.
 
-A source (turnkeeper's JSONL, seed 002's dagent files, seed 000's `conversation_contexts` table)
+A source (turnkeeper's JSONL, dagent's session files, the bead conversation service's
+`conversation_contexts` table)
 only turns its own records into `Batch`es — a finished `Session` with its `Message`s — and
 reports what it cannot read as `where: problem` in `ImportReport.errors`, where `where` is the
 file and line (or table row) of the offending record. `run_import` does the rest the same way for
@@ -139,7 +140,7 @@ _FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 def parse_time(value: Any, name: str = "timestamp") -> datetime:
-    """An ISO 8601 time as the seeds write them (JavaScript's `toISOString`, Go's RFC 3339
+    """An ISO 8601 time as the older stores write them (JavaScript's `toISOString`, Go's RFC 3339
     with nanoseconds). A time without a zone is taken as UTC."""
     if isinstance(value, datetime):
         parsed = value

@@ -1,10 +1,10 @@
-"""Import seed 000's PostgreSQL table `conversation_contexts` into turnkeeper.
+"""Import the bead conversation service's PostgreSQL table `conversation_contexts` into turnkeeper.
 
-One row is one session: `session_id` becomes the key (and the id, when it is a UUID as the seed
+One row is one session: `session_id` becomes the key (and the id, when it is a UUID as that service
 makes them), `bead_id` the subject, `project_id` the project, `expires_at` the expiry, and the
 JSONB `messages` array (`ChatMessage`: role, content, timestamp, token_count) the messages. The
 row's cumulative `token_count` and its `metadata` (agent and provider ids) are kept in the
-session's metadata; a message's `token_count` — the completion tokens the seed records on
+session's metadata; a message's `token_count` — the completion tokens that service records on
 assistant turns — becomes that message's output usage.
 
 The table is read with plain SQL from the URL given (`--source-db`); a schema other than the
@@ -116,7 +116,7 @@ def _message(where: str, raw: Any, fallback: Any) -> SourceMessage:
         raise ValueError("content must be text")
     stamp = raw.get("timestamp")
     created_at = parse_time(stamp) if stamp is not None else fallback
-    if created_at.year <= 1:  # Go's zero time: the seed left it unset
+    if created_at.year <= 1:  # Go's zero time: the service left it unset
         created_at = fallback
     count = raw.get("token_count")
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):

@@ -1,4 +1,4 @@
-"""Import seed 002's conversation files (the "dagent" desktop app) into turnkeeper.
+"""Import the conversation files of dagent (the desktop agents app) into turnkeeper.
 
 Three kinds of file, all found under a project root (or given one by one):
 
@@ -8,11 +8,11 @@ Three kinds of file, all found under a project root (or given one by one):
 - the old `{featureId}/.dagent/nodes/{taskId}/session.json` — the dev agent's appended
   messages (an object with `messages` or `entries`, or a bare array).
 
-The session id becomes the key; the old files get the ids the seed's own migration plan gives
+The session id becomes the key; the old files get the ids dagent's own migration plan gives
 them (`pm-feature-{featureId}`, `dev-task-{featureId}-{taskId}`), so an old file and its
 successor land in the same turnkeeper session, the old messages first. `type` becomes the kind,
-`featureId` the subject (the unit of work, like a bead in seed 000) and, with `taskId`, session
-metadata. Per message, `metadata.internal` becomes `internal`, `metadata.tokens` the usage, the
+`featureId` the subject (the unit of work, like a bead in the bead conversation service) and,
+with `taskId`, session metadata. Per message, `metadata.internal` becomes `internal`, `metadata.tokens` the usage, the
 agent type the author of assistant turns, and the rest of the metadata (`toolUse`, `iteration`…)
 is kept as is, with the message's own id as `dagent_id`.
 """

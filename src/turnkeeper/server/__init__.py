@@ -1,4 +1,5 @@
-"""The HTTP service (`turnkeeper serve`): REST under `/v1`, seed 000's `/api/v1` routes, the
+"""The HTTP service (`turnkeeper serve`): REST under `/v1`, the bead
+conversation routes under `/api/v1`, the
 chat turn, an OpenAI-compatible proxy, probes and metrics. Needs the `server` extra:
 `pip install 'turnkeeper[server]'`; without it, importing this package says so."""
 

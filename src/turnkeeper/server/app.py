@@ -61,7 +61,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
         app.state.tk = service
         app.state.keys = ApiKeys(service.store)
         app.state.turns = ChatTurns(service, llm, on_stored=record_stored)
-        sweeper = Sweeper(service)  # seed 000's hourly cleanup; one sweeper at a time per database
+        sweeper = Sweeper(service)  # hourly expiry cleanup; one sweeper at a time per database
         sweeper.start()
         trimmer = Trimmer()  # freed memory goes back to the system after a burst
         trimmer.start()

@@ -145,7 +145,7 @@ class SessionUpdate(_Request):
 
 
 class ResetRequest(_Request):
-    """Seed 000's reset: clear the history, keep the session."""
+    """Reset of a bead conversation: clear the history, keep the session."""
 
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"keep_system_message": True}]}
@@ -367,7 +367,7 @@ class ContextResponse(BaseModel):
 
 
 class SessionStatsPublic(BaseModel):
-    """Per-session statistics (seed 002's user-facing vs internal split)."""
+    """Per-session statistics (user-facing vs internal messages)."""
 
     session_id: str
     message_count: int
@@ -536,11 +536,11 @@ class Problem(BaseModel):
     )
 
 
-# -- seed 000's routes ----------------------------------------------------------------------
+# -- bead conversation routes ----------------------------------------------------------------
 
 
-class ChatMessage000(BaseModel):
-    """Seed 000's ChatMessage."""
+class BeadConversationMessage(BaseModel):
+    """A message as the bead conversation routes give it."""
 
     role: str
     content: str
@@ -548,13 +548,14 @@ class ChatMessage000(BaseModel):
     token_count: int
 
 
-class Conversation000(BaseModel):
-    """Seed 000's GetConversationResponse."""
+class BeadConversation(BaseModel):
+    """A bead conversation: the session and its messages, in the bead conversation service's
+    fields."""
 
     session_id: str
     bead_id: str | None
     project_id: str
-    messages: list[ChatMessage000]
+    messages: list[BeadConversationMessage]
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None
@@ -562,11 +563,11 @@ class Conversation000(BaseModel):
     metadata: JSON
 
     @classmethod
-    def from_domain(cls, session: Session, messages: list[Message]) -> Conversation000:
+    def from_domain(cls, session: Session, messages: list[Message]) -> BeadConversation:
         return cls(
             session_id=session.id, bead_id=session.subject, project_id=session.project,
             messages=[
-                ChatMessage000(
+                BeadConversationMessage(
                     role=m.role.value, content=m.content, timestamp=m.created_at,
                     token_count=m.tokens,
                 )
@@ -578,14 +579,14 @@ class Conversation000(BaseModel):
         )  # fmt: skip
 
 
-class Deleted000(BaseModel):
-    """Seed 000's DeleteConversationResponse."""
+class BeadConversationDeleted(BaseModel):
+    """What deleting a bead conversation answers."""
 
     success: bool
     message: str
 
 
-# -- multi-agent conversations, summaries, seed 003's conversation context ---------------------
+# -- multi-agent conversations, summaries, the conversation context object ---------------------
 
 
 class PhaseChange(_Request):
@@ -621,7 +622,7 @@ class AgentResponse(_Request):
 
 
 class AgentStatePublic(BaseModel):
-    """Where an agent stands in a session (seed 004)."""
+    """Where an agent stands in a multi-agent session."""
 
     agent: str
     last_processed_seq: int
@@ -663,7 +664,7 @@ class RecentMessagePublic(BaseModel):
 
 
 class ConversationContextPublic(BaseModel):
-    """Seed 003's conversation context, plus the planner text rendered from it."""
+    """The conversation context object, plus the planner text rendered from it."""
 
     conversation_id: str
     message_count: int

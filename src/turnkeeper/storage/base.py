@@ -163,7 +163,7 @@ class Store(Protocol):
         """How many messages have `seq < before_seq` (all of them when None), via the index."""
         ...
 
-    # -- agent states (seed 004) ------------------------------------------------------------
+    # -- agent states (multi-agent) --------------------------------------------------------
 
     def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
         """The agent's state in the session; None if it never had one (it has processed

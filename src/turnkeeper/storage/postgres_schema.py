@@ -51,7 +51,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             # A key names one live session per project; archived and expired holders keep it.
             """CREATE UNIQUE INDEX sessions_live_key ON sessions (project, key)
                 WHERE status = 'active' AND key IS NOT NULL""",
-            # Seed 000's three indexes, plus key and project lookups.
+            # The bead conversation service's three indexes, plus key and project lookups.
             "CREATE INDEX sessions_by_subject ON sessions (subject)",
             "CREATE INDEX sessions_by_expiry ON sessions (expires_at) WHERE status = 'active'",
             "CREATE INDEX sessions_by_status ON sessions (status, updated_at, id)",

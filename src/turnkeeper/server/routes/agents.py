@@ -1,4 +1,4 @@
-"""Multi-agent conversations (seed 004), summaries and seed 003's conversation context:
+"""Multi-agent conversations, summaries and the conversation context object:
 `/v1/sessions/{session}/phase`, `/handoffs`, `/agents`, `/summaries`, `/conversation-context`."""
 
 from __future__ import annotations
@@ -84,5 +84,5 @@ def list_summaries(session: SessionRef, tk: TK, scope: Scope) -> list[SummaryPub
 
 @router.get(f"{PREFIX}/conversation-context")
 def conversation_context(session: SessionRef, tk: TK, scope: Scope) -> ConversationContextPublic:
-    """Seed 003's conversation context and planner text (empty if the store is unreachable)."""
+    """The conversation context object and planner text (empty if the store is unreachable)."""
     return ConversationContextPublic.from_domain(tk.conversation_context(session, project=scope))

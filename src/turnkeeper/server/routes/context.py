@@ -53,7 +53,7 @@ def build_context(
         str | None,
         Query(
             pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$",
-            description="Build this agent's perspective (seed 004).",
+            description="Build this agent's perspective.",
         ),
     ] = None,
     trigger: Annotated[

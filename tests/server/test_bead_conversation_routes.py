@@ -1,10 +1,10 @@
-"""Seed 000's routes, with seed 000's response fields."""
+"""The bead conversation routes, with the bead conversation service's response fields."""
 
 from __future__ import annotations
 
 import httpx
 
-SEED_FIELDS = {
+BEAD_CONVERSATION_FIELDS = {
     "session_id", "bead_id", "project_id", "messages", "created_at", "updated_at",
     "expires_at", "token_count",
 }  # fmt: skip
@@ -22,10 +22,10 @@ def _bead_session(client: httpx.Client) -> str:
     return str(session.json()["id"])
 
 
-def test_get_conversation_has_seed_000s_fields(client: httpx.Client) -> None:
+def test_get_conversation_has_the_bead_conversation_fields(client: httpx.Client) -> None:
     session_id = _bead_session(client)
     conversation = client.get(f"/api/v1/conversations/{session_id}").json()
-    assert set(conversation) >= SEED_FIELDS
+    assert set(conversation) >= BEAD_CONVERSATION_FIELDS
     assert (conversation["bead_id"], conversation["project_id"]) == ("bead-42", "alpha")
     assert conversation["messages"][1]["content"] == "Investigate the leak"
     assert set(conversation["messages"][0]) == {"role", "content", "timestamp", "token_count"}

@@ -16,6 +16,13 @@ def _snapshot(tk: Turnkeeper, session_id: str) -> tuple[Any, ...]:
     return tk.get_session(session_id), tuple(tk.history(session_id))
 
 
+def _cycle() -> dict[str, Any]:
+    """Metadata that contains itself: no JSON encodes it."""
+    looped: dict[str, Any] = {"items": []}
+    looped["items"].append(looped)
+    return looped
+
+
 @pytest.fixture
 def seeded(tk: Turnkeeper) -> str:
     session = tk.create_session(key="seeded", metadata={"keep": True})
@@ -37,6 +44,8 @@ def seeded(tk: Turnkeeper) -> str:
         ({"role": "user", "content": "x", "metadata": ["a"]}, "metadata", "JSON object"),
         ({"role": "user", "content": "x", "metadata": "{}"}, "metadata", "JSON object"),
         ({"role": "user", "content": "x", "metadata": {"f": object()}}, "metadata", "JSON"),
+        ({"role": "user", "content": "x", "metadata": {"f": [float("nan")]}}, "metadata", "float"),
+        ({"role": "user", "content": "x", "metadata": _cycle()}, "metadata", "Circular"),
         ({"role": "tool", "content": "42"}, "tool_call_id", "must name the call"),
         ({"role": "user", "content": "x", "tool_call_id": "c"}, "tool_call_id", "only tool"),
         ({"role": "user", "content": "x", "tool_calls": [{"id": "c"}]}, "tool_calls", "assistant"),

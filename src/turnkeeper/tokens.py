@@ -91,6 +91,15 @@ class _ChatFormatCounter:
     def count_text(self, text: str) -> int:
         raise NotImplementedError
 
+    def _count_role(self, role: str) -> int:
+        """Tokens of a role name, counted once per counter: every message has one of a few
+        roles, and re-encoding it for each message was a measurable share of an append."""
+        roles: dict[str, int] = self.__dict__.setdefault("_role_tokens", {})
+        tokens = roles.get(role)
+        if tokens is None:
+            tokens = roles[role] = self.count_text(role)
+        return tokens
+
     def count_message(
         self,
         role: str,
@@ -100,7 +109,7 @@ class _ChatFormatCounter:
         tool_calls: Iterable[Mapping[str, Any]] | None = None,
         tool_call_id: str | None = None,
     ) -> int:
-        tokens = TOKENS_PER_MESSAGE + self.count_text(role) + self.count_text(content)
+        tokens = TOKENS_PER_MESSAGE + self._count_role(role) + self.count_text(content)
         if name:
             tokens += TOKENS_PER_NAME + self.count_text(name)
         for call in tool_calls or ():
@@ -126,7 +135,9 @@ class TiktokenCounter(_ChatFormatCounter):
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._encoder.encode(text, disallowed_special=()))
+        # `encode_ordinary` is `encode(text, disallowed_special=())` (special tokens' text
+        # counted as ordinary text) without the per-call special-token checks.
+        return len(self._encoder.encode_ordinary(text))
 
 
 class ApproxCounter(_ChatFormatCounter):

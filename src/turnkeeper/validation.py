@@ -6,6 +6,7 @@ Validation happens before anything is written, so bad input never changes what i
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,31 @@ from turnkeeper.types import JSONObject, NewMessage, Phase, Role, StrategyName, 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")
 _ROLES = ", ".join(role.value for role in Role)
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)
+"""`json.dumps(value, allow_nan=False)` without building an encoder per call."""
+_PLAIN_LEAVES = (str, int, bool, type(None))
+
+
+def _plainly_json(value: Any, depth: int = 0) -> bool:
+    """True when `value` is made only of dicts with string keys, lists and plain strings,
+    numbers, booleans and None (exact types, finite floats, at most 32 levels deep): then JSON
+    can encode it and the strict encoder, which costs several times this walk on every
+    message's metadata, need not run. False means "not sure": the encoder decides, and names
+    the problem (a cycle shows up here as too deep)."""
+    kind = type(value)
+    if kind in _PLAIN_LEAVES:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= 32:
+        return False
+    if kind is dict:
+        return all(
+            type(key) is str and _plainly_json(item, depth + 1) for key, item in value.items()
+        )
+    if kind is list:
+        return all(_plainly_json(item, depth + 1) for item in value)
+    return False
 
 
 def _unstorable(text: str) -> str | None:
@@ -89,7 +115,8 @@ def check_metadata(
     if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
         raise error(field, f"must be a JSON object, got {type(value).__name__}")
     try:
-        json.dumps(value, allow_nan=False)
+        if not _plainly_json(value):
+            _STRICT_JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise error(field, f"must be a JSON object: {exc}") from None
     check_storable(field, value, error=error)

@@ -20,6 +20,8 @@ BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 NOT_RUN = {
     "make run": "the make targets themselves",
+    "export TURNKEEPER_LLM_BASE_URL": "talks to a model server on the reader's machine",
+    "import turnkeeper\nfrom turnkeeper import AsyncChatTurns": "calls the configured model",
     "from openai import OpenAI": "talks to a running service with an API key",
     "turnkeeper keys create --project acme": "starts the service and waits",
     "KEY=tk_…;": "talks to a running service with an API key",

@@ -46,7 +46,8 @@ CASES = [
         b"x" * (1024 * 1024 + 1),
         says="content",
     ),
-    Case("add: unknown session", ("add", "nope", "--role", "user", "hi"), says="not found"),
+    # `add` to a new key creates its session, but only for a message that can be stored.
+    Case("add: bad role to a new key", ("add", "nope", "--role", "boss", "hi"), says="role"),
     Case("add: key not UTF-8", ("add", bad_bytes("s"), "--role", "user", "hi"), code=2),
     Case("history: --to-seq beyond 64 bits", ("history", "s", "--to-seq", HUGE), says="to_seq"),
     Case(

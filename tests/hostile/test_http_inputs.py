@@ -41,15 +41,34 @@ def test_a_hostile_request_is_a_4xx_problem_and_changes_nothing(
     before = snapshot(hostile_service.tk)
     response = send(hostile_service, case)
     assert response.status_code in case.statuses, response.text[:500]
+    assert "Traceback" not in response.text
+    if case.path.startswith(OPENAI_PATH):
+        assert_openai_error(response)
+    else:
+        assert_problem(response)
+    assert snapshot(hostile_service.tk) == before
+
+
+OPENAI_PATH = "/v1/chat/completions"
+"""The OpenAI-compatible proxy answers errors in OpenAI's shape (what its SDKs read)."""
+
+
+def assert_problem(response: httpx.Response) -> None:
     assert response.headers["content-type"] == "application/problem+json", response.text[:500]
     problem = response.json()
     assert problem["status"] == response.status_code
     assert problem["type"].startswith("urn:turnkeeper:problem:")
     assert problem["title"] and problem["detail"]
-    assert "Traceback" not in response.text
     if response.status_code == 422:
         assert problem["errors"] and all(error["field"] for error in problem["errors"])
-    assert snapshot(hostile_service.tk) == before
+
+
+def assert_openai_error(response: httpx.Response) -> None:
+    assert response.headers["content-type"] == "application/json", response.text[:500]
+    error = response.json()["error"]
+    assert error["message"] and error["type"] and error["code"]
+    if response.status_code == 422:
+        assert error["param"]
 
 
 @pytest.mark.parametrize("text", INJECTIONS)

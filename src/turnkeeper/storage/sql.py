@@ -764,11 +764,7 @@ class SQLReads:
         return [summary_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
 
     def read_messages_by_id(self, session_id: str, ids: Sequence[str]) -> list[Message]:
-        if not ids:
-            return []
-        query = f"{SELECT_MESSAGES_BY_ID}{placeholders(len(ids))} AND session_id = ? ORDER BY seq"
-        rows = self._read(query, (*ids, session_id))
-        return [message_from_row(row, self.dialect) for row in rows]
+        return sorted(self.find_messages(session_id, ids).values(), key=lambda m: m.seq)
 
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         query = (

@@ -163,7 +163,7 @@ def with_idempotent_ids(
     keyed = {mine: message for message, mine in zip(new, derived, strict=True) if not message.id}
     family = idempotent_ids(session.id, key, 1)[0]  # the key's 1-message id; n-message: .0 …
     probes = {*derived, family, f"{family}.0", f"{family}.{len(new)}"}
-    found = store.read_messages_by_id(session.id, sorted(probes))
+    found = list(store.find_messages(session.id, sorted(probes)).values())
     if found and (
         {message.id for message in found} != set(keyed)
         or not all(_same_message(stored, keyed[stored.id]) for stored in found)

@@ -97,6 +97,6 @@ def test_messages_are_found_by_id_within_their_session(store: Store, clock: Cloc
     session = _session_with_messages(store, clock, 3)
     other = store.create_session(NewSession(project="p", key="other"), now=clock())
     store.append_messages(other.id, [_draft(clock, "elsewhere")], now=clock())
-    found = store.read_messages_by_id(session, ["m3", "m1", "unknown", "elsewhere"])
-    assert [(m.id, m.seq) for m in found] == [("m1", 1), ("m3", 3)]
-    assert store.read_messages_by_id(session, []) == []
+    found = store.find_messages(session, ["m3", "m1", "unknown", "elsewhere"])
+    assert {id_: m.seq for id_, m in found.items()} == {"m1": 1, "m3": 3}
+    assert store.find_messages(session, []) == {}

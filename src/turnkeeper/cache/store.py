@@ -165,9 +165,6 @@ class CachedStore:
 
     # -- cached reads -----------------------------------------------------------------------
 
-    def read_messages_by_id(self, session_id: str, ids: Sequence[str]) -> list[Message]:
-        return self.inner.read_messages_by_id(session_id, ids)
-
     def read_messages(
         self,
         session_id: str,

@@ -137,11 +137,6 @@ class Store(Protocol):
         """The messages of this session with these ids, by id (unknown ids are left out)."""
         ...
 
-    def read_messages_by_id(self, session_id: str, ids: Sequence[str]) -> list[Message]:
-        """The messages of this session whose id is in `ids`, by seq (unknown ids, and ids of
-        another session's messages, are left out)."""
-        ...
-
     def read_messages(
         self,
         session_id: str,

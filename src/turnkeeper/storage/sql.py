@@ -763,9 +763,6 @@ class SQLReads:
         )
         return [summary_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
 
-    def read_messages_by_id(self, session_id: str, ids: Sequence[str]) -> list[Message]:
-        return sorted(self.find_messages(session_id, ids).values(), key=lambda m: m.seq)
-
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         query = (
             "SELECT seq, data FROM turn_traces WHERE session_id = ? AND seq <= ?"

@@ -8,7 +8,8 @@ a checksum of every step's text); add a new one at the end.
 
 Adding a migration: append `Migration(LATEST_VERSION + 1, "what it adds", sqlite=(...),
 postgres=(...))` below, with the statements of both dialects (an empty tuple where a dialect
-has nothing to do), then check in the frozen schema dumps of the new version
+has nothing to do) — or `Migration.written_once(...)` where they differ only in column types —
+then check in the frozen schema dumps of the new version
 (tests/storage/fixtures, see the README there) and pin its checksum in
 tests/storage/test_migration_history.py.
 
@@ -25,6 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+_SQLITE_TYPES = {"time": "TEXT", "flag": "INTEGER", "false": "0", "bigint": "INTEGER"}
+"""SQLite keeps times as ISO-8601 text and flags as 0/1 (its integers are 64-bit already)."""
+_POSTGRES_TYPES = {"time": "TIMESTAMPTZ", "flag": "BOOLEAN", "false": "false", "bigint": "BIGINT"}
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -34,6 +39,16 @@ class Migration:
     name: str
     sqlite: tuple[str, ...]
     postgres: tuple[str, ...]
+
+    @classmethod
+    def written_once(cls, version: int, name: str, *statements: str) -> Migration:
+        """A step whose statements differ between dialects only in column types, written once
+        with `{time}`, `{flag}`, `{false}` and `{bigint}` where the types go."""
+        sqlite, postgres = (
+            tuple(statement.format(**types) for statement in statements)
+            for types in (_SQLITE_TYPES, _POSTGRES_TYPES)
+        )
+        return cls(version, name, sqlite=sqlite, postgres=postgres)
 
     def statements(self, dialect: str) -> tuple[str, ...]:
         """The step's DDL in `dialect` ("sqlite" or "postgres")."""
@@ -166,79 +181,42 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         postgres=(),
     ),
-    Migration(
+    Migration.written_once(
         3,
         "api keys",
-        sqlite=(
-            """CREATE TABLE api_keys (
+        """CREATE TABLE api_keys (
                 id TEXT PRIMARY KEY,
                 project TEXT NOT NULL,
                 name TEXT NOT NULL DEFAULT '',
                 secret_hash TEXT NOT NULL,
-                admin INTEGER NOT NULL DEFAULT 0,
-                created_at TEXT NOT NULL,
-                revoked_at TEXT
+                admin {flag} NOT NULL DEFAULT {false},
+                created_at {time} NOT NULL,
+                revoked_at {time}
             )""",
-            "CREATE INDEX api_keys_by_project ON api_keys (project, created_at)",
-        ),
-        postgres=(
-            """CREATE TABLE api_keys (
-                id TEXT PRIMARY KEY,
-                project TEXT NOT NULL,
-                name TEXT NOT NULL DEFAULT '',
-                secret_hash TEXT NOT NULL,
-                admin BOOLEAN NOT NULL DEFAULT false,
-                created_at TIMESTAMPTZ NOT NULL,
-                revoked_at TIMESTAMPTZ
-            )""",
-            "CREATE INDEX api_keys_by_project ON api_keys (project, created_at)",
-        ),
+        "CREATE INDEX api_keys_by_project ON api_keys (project, created_at)",
     ),
-    Migration(
+    Migration.written_once(
         4,
         "agent states and summary checkpoints",
-        sqlite=(
-            """CREATE TABLE agent_states (
+        """CREATE TABLE agent_states (
                 session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
                 agent TEXT NOT NULL,
                 last_processed_seq INTEGER NOT NULL DEFAULT 0,
                 provider_session_id TEXT,
-                execution_ms INTEGER NOT NULL DEFAULT 0,
+                execution_ms {bigint} NOT NULL DEFAULT 0,
                 turns INTEGER NOT NULL DEFAULT 0,
-                updated_at TEXT NOT NULL,
+                updated_at {time} NOT NULL,
                 PRIMARY KEY (session_id, agent)
             )""",
-            """CREATE TABLE summaries (
+        """CREATE TABLE summaries (
                 session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
                 covers_to_seq INTEGER NOT NULL,
                 text TEXT NOT NULL,
                 tokens INTEGER NOT NULL,
                 method TEXT NOT NULL,
-                created_at TEXT NOT NULL,
+                created_at {time} NOT NULL,
                 PRIMARY KEY (session_id, covers_to_seq)
             )""",
-        ),
-        postgres=(
-            """CREATE TABLE agent_states (
-                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-                agent TEXT NOT NULL,
-                last_processed_seq INTEGER NOT NULL DEFAULT 0,
-                provider_session_id TEXT,
-                execution_ms BIGINT NOT NULL DEFAULT 0,
-                turns INTEGER NOT NULL DEFAULT 0,
-                updated_at TIMESTAMPTZ NOT NULL,
-                PRIMARY KEY (session_id, agent)
-            )""",
-            """CREATE TABLE summaries (
-                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-                covers_to_seq INTEGER NOT NULL,
-                text TEXT NOT NULL,
-                tokens INTEGER NOT NULL,
-                method TEXT NOT NULL,
-                created_at TIMESTAMPTZ NOT NULL,
-                PRIMARY KEY (session_id, covers_to_seq)
-            )""",
-        ),
     ),
     Migration(
         5,
@@ -275,25 +253,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE messages ADD CONSTRAINT messages_session_id_id_key UNIQUE (session_id, id)",
         ),
     ),
-    Migration(
+    Migration.written_once(
         6,
         "turn traces",
-        sqlite=(
-            """CREATE TABLE turn_traces (
+        """CREATE TABLE turn_traces (
                 session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
                 seq INTEGER NOT NULL,
                 data TEXT NOT NULL,
                 PRIMARY KEY (session_id, seq)
             )""",
-        ),
-        postgres=(
-            """CREATE TABLE turn_traces (
-                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-                seq INTEGER NOT NULL,
-                data TEXT NOT NULL,
-                PRIMARY KEY (session_id, seq)
-            )""",
-        ),
     ),
 )
 

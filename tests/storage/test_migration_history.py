@@ -106,13 +106,28 @@ def _recorded_sqlite(path: Path) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in rows]
 
 
-@pytest.mark.parametrize("version", range(1, 7))
+def _dumps(prefix: str) -> dict[str, int]:
+    """The fixtures named `{prefix}{version}.sql`, by name, with their version."""
+    paths = FIXTURES.glob(f"{prefix}*.sql")
+    return {path.name: int(path.stem.removeprefix(prefix)) for path in sorted(paths)}
+
+
+def test_every_shipped_version_has_its_frozen_dumps() -> None:
+    assert sorted(_dumps("sqlite_v").values()) == list(range(1, len(SHIPPED) + 1))
+    legacy = set(_dumps("postgres_legacy_v").values())
+    shared = set(_dumps("postgres_v").values())
+    covered = {SHARED_VERSION_OF_OLD_POSTGRES[v] for v in legacy} | shared
+    assert sorted(covered) == list(range(2, len(SHIPPED) + 1))  # PostgreSQL began at 2
+
+
+@pytest.mark.parametrize("dump", _dumps("sqlite_v"))
 def test_a_sqlite_database_of_every_shipped_version_upgrades_to_the_fresh_schema(
-    tmp_path: Path, version: int
+    tmp_path: Path, dump: str
 ) -> None:
+    version = _dumps("sqlite_v")[dump]
     old = tmp_path / f"v{version}.db"
     with sqlite3.connect(old) as conn:
-        conn.executescript((FIXTURES / f"sqlite_v{version}.sql").read_text())
+        conn.executescript((FIXTURES / dump).read_text())
     assert _recorded_sqlite(old)[-1][0] == version
     fresh = tmp_path / "fresh.db"
     SQLiteStore(f"sqlite:///{fresh}").close()
@@ -166,18 +181,29 @@ def fresh_postgres(postgres_server: str) -> Iterator[str]:
         yield url
 
 
-@pytest.mark.parametrize("old_version", range(1, 6))
+POSTGRES_DUMPS = {
+    **{
+        name: (v, SHARED_VERSION_OF_OLD_POSTGRES[v])
+        for name, v in _dumps("postgres_legacy_v").items()
+    },
+    **{name: (v, v) for name, v in _dumps("postgres_v").items()},
+}
+"""Each PostgreSQL dump: (the version it records, that version in the shared numbering)."""
+
+
+@pytest.mark.parametrize("dump", POSTGRES_DUMPS)
 def test_a_postgres_database_of_every_shipped_version_upgrades_to_the_fresh_schema(
-    postgres_url: str, fresh_postgres: str, old_version: int
+    postgres_url: str, fresh_postgres: str, dump: str
 ) -> None:
+    recorded, version = POSTGRES_DUMPS[dump]
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute((FIXTURES / f"postgres_v{old_version}.sql").read_text().encode())
-    assert _recorded_postgres(postgres_url)[-1][0] == old_version  # the old numbering
+        conn.execute((FIXTURES / dump).read_text().encode())
+    assert _recorded_postgres(postgres_url)[-1][0] == recorded
 
     store = PostgresStore(postgres_url)
     try:
         assert store.schema_version() == LATEST_VERSION
-        _assert_old_data_survived(store, SHARED_VERSION_OF_OLD_POSTGRES[old_version])
+        _assert_old_data_survived(store, version)
     finally:
         store.close()
     assert _postgres_schema(postgres_url) == _postgres_schema(fresh_postgres)
@@ -186,7 +212,7 @@ def test_a_postgres_database_of_every_shipped_version_upgrades_to_the_fresh_sche
 
 def test_a_renumbered_postgres_database_is_not_renumbered_again(postgres_url: str) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute((FIXTURES / "postgres_v3.sql").read_text().encode())
+        conn.execute((FIXTURES / "postgres_legacy_v3.sql").read_text().encode())
     PostgresStore(postgres_url, target_version=5).close()
     assert [v for v, _ in _recorded_postgres(postgres_url)] == [1, 2, 3, 4, 5]
     store = PostgresStore(postgres_url)

@@ -56,6 +56,26 @@ class Migration:
         return statements
 
 
+_SESSION_NAMING = """                id TEXT PRIMARY KEY,
+                key TEXT,
+                project TEXT NOT NULL,
+                subject TEXT,
+                kind TEXT,
+                title TEXT,
+                phase TEXT,
+"""
+"""The session columns both dialects' first step spell alike (their text is frozen)."""
+_MESSAGE_HEAD = """                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                id TEXT NOT NULL UNIQUE,
+                role TEXT NOT NULL,
+                author TEXT,
+                content TEXT NOT NULL,
+"""
+_LIVE_KEY = """CREATE UNIQUE INDEX sessions_live_key ON sessions (project, key)
+                WHERE status = 'active' AND key IS NOT NULL"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -68,14 +88,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
             """CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)""",
             """CREATE TABLE sessions (
-                id TEXT PRIMARY KEY,
-                key TEXT,
-                project TEXT NOT NULL,
-                subject TEXT,
-                kind TEXT,
-                title TEXT,
-                phase TEXT,
-                status TEXT NOT NULL DEFAULT 'active',
+"""
+            + _SESSION_NAMING
+            + """                status TEXT NOT NULL DEFAULT 'active',
                 created_at TEXT NOT NULL,
                 updated_at TEXT NOT NULL,
                 expires_at TEXT,
@@ -85,20 +100,15 @@ MIGRATIONS: tuple[Migration, ...] = (
                 metadata TEXT NOT NULL DEFAULT '{}',
                 version INTEGER NOT NULL DEFAULT 0
             )""",
-            """CREATE UNIQUE INDEX sessions_live_key ON sessions (project, key)
-                WHERE status = 'active' AND key IS NOT NULL""",
+            _LIVE_KEY,
             "CREATE INDEX sessions_by_subject ON sessions (subject)",
             "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
             "CREATE INDEX sessions_by_updated ON sessions (updated_at, id)",
             "CREATE INDEX sessions_by_project ON sessions (project, updated_at, id)",
             """CREATE TABLE messages (
-                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-                seq INTEGER NOT NULL,
-                id TEXT NOT NULL UNIQUE,
-                role TEXT NOT NULL,
-                author TEXT,
-                content TEXT NOT NULL,
-                internal INTEGER NOT NULL DEFAULT 0,
+"""
+            + _MESSAGE_HEAD
+            + """                internal INTEGER NOT NULL DEFAULT 0,
                 created_at TEXT NOT NULL,
                 tokens INTEGER NOT NULL,
                 metadata TEXT NOT NULL DEFAULT '{}',
@@ -113,14 +123,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
             "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
             """CREATE TABLE sessions (
-                id TEXT PRIMARY KEY,
-                key TEXT,
-                project TEXT NOT NULL,
-                subject TEXT,
-                kind TEXT,
-                title TEXT,
-                phase TEXT,
-                status TEXT NOT NULL DEFAULT 'active'
+"""
+            + _SESSION_NAMING
+            + """                status TEXT NOT NULL DEFAULT 'active'
                     CHECK (status IN ('active', 'archived', 'expired')),
                 created_at TIMESTAMPTZ NOT NULL,
                 updated_at TIMESTAMPTZ NOT NULL,
@@ -134,8 +139,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 version BIGINT NOT NULL DEFAULT 0
             )""",
             # A key names one live session per project; archived and expired holders keep it.
-            """CREATE UNIQUE INDEX sessions_live_key ON sessions (project, key)
-                WHERE status = 'active' AND key IS NOT NULL""",
+            _LIVE_KEY,
             # The bead conversation service's three indexes, plus key and project lookups.
             "CREATE INDEX sessions_by_subject ON sessions (subject)",
             "CREATE INDEX sessions_by_expiry ON sessions (expires_at) WHERE status = 'active'",
@@ -147,13 +151,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             """CREATE INDEX sessions_project_totals ON sessions (project, status)
                 INCLUDE (message_count, stored_tokens, usage_input_tokens, usage_output_tokens)""",
             """CREATE TABLE messages (
-                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-                seq INTEGER NOT NULL,
-                id TEXT NOT NULL UNIQUE,
-                role TEXT NOT NULL,
-                author TEXT,
-                content TEXT NOT NULL,
-                internal BOOLEAN NOT NULL DEFAULT false,
+"""
+            + _MESSAGE_HEAD
+            + """                internal BOOLEAN NOT NULL DEFAULT false,
                 created_at TIMESTAMPTZ NOT NULL,
                 tokens INTEGER NOT NULL,
                 usage_input_tokens INTEGER,

@@ -322,13 +322,19 @@ class _CachedSummaries(CachedStore):
         self, session_id: str, *, upto_seq: int | None = None
     ) -> SummaryCheckpoint | None:
         # A cached "none yet" is safe too: saving a checkpoint bumps the version.
-        return self._cached(
-            session_id,
-            lambda version: keys.summary(self._ns, session_id, version, upto_seq=upto_seq),
-            lambda: cast(SummaryStore, self.inner).latest_summary(session_id, upto_seq=upto_seq),
-            _encode_summary,
-            _decode_summary,
-        )
+        def load() -> SummaryCheckpoint | None:
+            return cast(SummaryStore, self.inner).latest_summary(session_id, upto_seq=upto_seq)
+
+        try:
+            return self._cached(
+                session_id,
+                lambda version: keys.summary(self._ns, session_id, version, upto_seq=upto_seq),
+                load,
+                _encode_summary,
+                _decode_summary,
+            )
+        except SessionNotFound:  # the contract: a missing session has no checkpoint (None)
+            return load()
 
     def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
         return cast(SummaryStore, self.inner).list_summaries(session_id)

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import make_sqlite_store
 from turnkeeper.cache import CachedStore, SessionLRU
+from turnkeeper.config import load_settings
 from turnkeeper.errors import SessionNotFound, Unsupported
 from turnkeeper.storage import (
     AdminStore,
@@ -30,6 +31,7 @@ from turnkeeper.storage import (
     SummaryStore,
     TraceStore,
     TransferStore,
+    open_store,
     require,
 )
 from turnkeeper.storage.sqlite import SQLiteStore
@@ -47,22 +49,21 @@ CAPABILITIES = (
 
 
 def open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A fresh, empty store of the backend `name`."""
+    """A fresh, empty store of the backend `name`; the cached ones assembled by `open_store`,
+    as a deployment's are."""
     if name == "memory":
         return InMemoryStore()
     if name == "memory+lru":
-        return CachedStore(InMemoryStore(), lru=SessionLRU(100))
+        return open_store("memory://", load_settings(lru_size=100))
     if name == "sqlite":
         return make_sqlite_store(tmp_path / "contract.db")
-    from turnkeeper.storage.postgres import PostgresStore
-
-    postgres = PostgresStore(request.getfixturevalue("postgres_url"), min_size=1, max_size=4)
+    url = request.getfixturevalue("postgres_url")
     if name == "postgres":
-        return postgres
-    from turnkeeper.cache.redis_cache import RedisCache
+        from turnkeeper.storage.postgres import PostgresStore
 
-    redis = RedisCache(request.getfixturevalue("redis_server"))
-    return CachedStore(postgres, lru=SessionLRU(100), redis=redis)
+        return PostgresStore(url, min_size=1, max_size=4)
+    redis_url = request.getfixturevalue("redis_server")
+    return open_store(url, load_settings(redis_url=redis_url, lru_size=100))
 
 
 def backend_class(name: str) -> type:
@@ -134,7 +135,8 @@ def test_the_bundled_stores_have_every_capability() -> None:
 
 
 def test_the_cache_has_exactly_its_backends_capabilities() -> None:
-    full = CachedStore(InMemoryStore(), lru=SessionLRU(10))
+    full = open_store("memory://", load_settings(lru_size=10))
+    assert isinstance(full, CachedStore) and isinstance(full.inner, InMemoryStore)
     assert all(isinstance(full, c) for c in CAPABILITIES)
     core = CachedStore(CoreOnly(InMemoryStore()), lru=SessionLRU(10))  # type: ignore[arg-type]
     assert isinstance(core, Store) and isinstance(core, CachedStore)

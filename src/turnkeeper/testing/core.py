@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -362,6 +363,33 @@ class StoreContract:
             session.id, [draft(id="m-2")], expected_last_seq=1, now=NOW
         )
         assert second.seq == 2
+
+    def test_concurrent_appenders_get_distinct_gapless_seqs(self, store: Store) -> None:
+        session = store.create_session(new_session(), now=NOW)
+
+        def append(writer: int) -> list[int]:
+            return [
+                store.append_messages(session.id, [draft(f"{writer}.{i}")], now=NOW)[0].seq
+                for i in range(8)
+            ]
+
+        with ThreadPoolExecutor(4) as pool:
+            per_writer = list(pool.map(append, range(4)))
+        for seqs in per_writer:
+            assert seqs == sorted(seqs)  # each writer sees its own appends in order
+        assert sorted(seq for seqs in per_writer for seq in seqs) == list(range(1, 33))
+        assert [m.seq for m in store.read_messages(session.id)] == list(range(1, 33))
+        assert store.get_session(session.id).last_seq == 32
+
+    def test_concurrent_get_or_create_agree_on_one_session(self, store: Store) -> None:
+        def get_or_create(_: int) -> tuple[str, bool]:
+            session, created = store.get_or_create_session(new_session(key="race"), now=NOW)
+            return session.id, created
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(get_or_create, range(8)))
+        assert len({session_id for session_id, _ in results}) == 1
+        assert sum(created for _, created in results) == 1
 
     def test_a_failed_batch_stores_none_of_it(self, store: Store) -> None:
         session = store.create_session(new_session(), now=NOW)

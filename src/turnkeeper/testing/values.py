@@ -11,7 +11,7 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 """The time every contract test starts at (stores take `now` as an argument, never the clock)."""
 
 LATER = NOW + timedelta(minutes=5)
-MISSING = "00000000-0000-0000-0000-000000000000"
+MISSING = "ffffffff-ffff-4fff-bfff-ffffffffffff"
 """A session id no store has."""
 
 

@@ -15,9 +15,9 @@ import hmac
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
 
 from turnkeeper.errors import Unauthenticated
+from turnkeeper.storage.base import ApiKeyStore, Store, require
 from turnkeeper.types import ApiKey
 from turnkeeper.validation import check_name, check_text
 
@@ -26,16 +26,8 @@ _ID_BYTES = 6
 _SECRET_BYTES = 32
 
 
-class KeyStore(Protocol):
-    """The part of the `Store` contract API keys need."""
-
-    def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None: ...
-
-    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None: ...
-
-    def list_api_keys(self, project: str | None = None) -> list[ApiKey]: ...
-
-    def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey: ...
+KeyStore = ApiKeyStore
+"""The capability API keys need (its older name here)."""
 
 
 def hash_secret(secret: str) -> str:
@@ -55,9 +47,12 @@ class ApiKeys:
     """Make, verify, list and revoke API keys over a store."""
 
     def __init__(
-        self, store: KeyStore, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self,
+        store: Store | ApiKeyStore,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.store = store
+        self.store = require(store, ApiKeyStore, "API keys")
         self._clock = clock
 
     def create(

@@ -17,6 +17,7 @@ of them.
     │   └── InvalidConfig
     ├── ContextBudgetExceeded
     ├── BackendUnavailable
+    ├── Unsupported              (the store lacks a capability the request needs)
     ├── Unauthenticated          (no API key, or one that is unknown or revoked)
     ├── Forbidden                (a project key asking for another project by name)
     └── UpstreamError            (the configured model endpoint failed or answered badly)
@@ -116,6 +117,12 @@ class ContextBudgetExceeded(TurnkeeperError):
 
 class BackendUnavailable(TurnkeeperError):
     """The storage backend cannot be reached or refused to work."""
+
+
+class Unsupported(TurnkeeperError):
+    """The configured store lacks an optional capability this request needs (summaries,
+    agent states, API keys, …): the deployment cannot serve it, whatever the caller sends
+    (HTTP 501). See `turnkeeper.storage.base.require`."""
 
 
 class Unauthenticated(TurnkeeperError):

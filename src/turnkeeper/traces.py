@@ -24,7 +24,7 @@ from typing import Any
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import NotFound
 from turnkeeper.service import SessionRef, Turnkeeper
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, TraceStore, require
 from turnkeeper.types import (
     ContextMessage,
     ContextReport,
@@ -193,7 +193,9 @@ def trace_of(
     """The trace of the reply at `seq`, and the previous turn's (None for the first), for
     `window_diff`. Raises `NotFound` when `seq` is not a reply a chat turn produced."""
     session = tk.get_session(ref, project=project)
-    rows = tk.store.read_traces(session.id, upto_seq=seq, limit=2)
+    rows = require(tk.store, TraceStore, "turn traces").read_traces(
+        session.id, upto_seq=seq, limit=2
+    )
     if not rows or rows[0][0] != seq:
         raise NotFound(
             f"message {seq} of session {session.id} has no trace"

@@ -91,8 +91,8 @@ def test_a_bad_database_url_is_one_error_line(env: dict[str, str]) -> None:
     result = run(env, "sessions", "list", "--db", "mysql://nowhere/db")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        "error: database_url: unsupported scheme 'mysql'; use sqlite:///path/to/file.db"
-        " or postgresql://user@host/db"
+        "error: database_url: unsupported scheme 'mysql'; use sqlite:///path/to/file.db,"
+        " postgresql://user@host/db or memory://"
     ]
 
 

@@ -14,10 +14,12 @@ reading the row again), so an entry always holds exactly what its version contai
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from turnkeeper import metrics
 from turnkeeper.cache import keys
@@ -25,7 +27,16 @@ from turnkeeper.cache.lru import SessionLRU
 from turnkeeper.config import Settings
 from turnkeeper.errors import SessionNotFound
 from turnkeeper.jsonl import message_from_record, message_record
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import (
+    AdminStore,
+    AgentStateStore,
+    ApiKeyStore,
+    LockingStore,
+    Store,
+    SummaryStore,
+    TraceStore,
+    TransferStore,
+)
 from turnkeeper.storage.codec import from_ts_or_none, to_ts_or_none
 from turnkeeper.types import (
     AgentState,
@@ -108,7 +119,22 @@ def _decode_summary(raw: bytes) -> SummaryCheckpoint | None:
 
 
 class CachedStore:
-    """`Store` over another store, with an in-process LRU and/or Redis in front of its reads."""
+    """`Store` over another store, with an in-process LRU and/or Redis in front of its reads.
+
+    It has the capabilities of the store it wraps, and only those (see `_BY_CAPABILITY`)."""
+
+    def __new__(
+        cls,
+        inner: Store,
+        *,
+        lru: SessionLRU | None = None,
+        redis: RedisCache | None = None,
+    ) -> CachedStore:
+        """`CachedStore(inner)` is an instance of the subclass with `inner`'s capabilities."""
+        if cls is CachedStore:
+            parts = tuple(part for cap, part in _BY_CAPABILITY if isinstance(inner, cap))
+            cls = _class_with(parts)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -219,51 +245,10 @@ class CachedStore:
         except SessionNotFound:
             return load()
 
-    def session_stats(self, session_id: str) -> SessionStats:
-        return self._cached(
-            session_id,
-            lambda version: keys.stats(self._ns, session_id, version),
-            lambda: self.inner.session_stats(session_id),
-            _encode_stats,
-            _decode_stats,
-        )
-
-    def latest_summary(
-        self, session_id: str, *, upto_seq: int | None = None
-    ) -> SummaryCheckpoint | None:
-        # A cached "none yet" is safe too: saving a checkpoint bumps the version.
-        return self._cached(
-            session_id,
-            lambda version: keys.summary(self._ns, session_id, version, upto_seq=upto_seq),
-            lambda: self.inner.latest_summary(session_id, upto_seq=upto_seq),
-            _encode_summary,
-            _decode_summary,
-        )
-
-    # -- everything else goes to the store --------------------------------------------------
+    # -- the rest of the core goes to the store ---------------------------------------------
 
     def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
         return self.inner.find_messages(session_id, ids)
-
-    def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
-        return self.inner.list_summaries(session_id)
-
-    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
-        return self.inner.save_summary(checkpoint)
-
-    def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
-        return self.inner.get_agent_state(session_id, agent)
-
-    def list_agent_states(self, session_id: str) -> list[AgentState]:
-        return self.inner.list_agent_states(session_id)
-
-    def update_agent_state(
-        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
-    ) -> AgentState:
-        return self.inner.update_agent_state(session_id, agent, update, now=now)
-
-    def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
-        return self.inner.read_traces(session_id, upto_seq=upto_seq, limit=limit)
 
     def meta(self, name: str, default: str) -> str:
         return self.inner.meta(name, default)
@@ -313,34 +298,6 @@ class CachedStore:
             session_id, drafts, expected_last_seq=expected_last_seq, now=now
         )
 
-    def expire_sessions(
-        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
-    ) -> ExpiryReport:
-        return self.inner.expire_sessions(now=now, delete=delete, grace=grace)
-
-    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
-        return self.inner.project_stats(project)
-
-    def import_session(
-        self,
-        session: Session,
-        messages: Sequence[Message],
-        traces: Sequence[tuple[int, str]] = (),
-    ) -> int:
-        return self.inner.import_session(session, messages, traces)
-
-    def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
-        self.inner.create_api_key(key, secret_hash=secret_hash)
-
-    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
-        return self.inner.find_api_key(key_id)
-
-    def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
-        return self.inner.list_api_keys(project)
-
-    def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
-        return self.inner.revoke_api_key(key_id, now=now)
-
     def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
         return self.inner.delete_last_message(session_id, now=now)  # bumps the version
 
@@ -350,6 +307,129 @@ class CachedStore:
         finally:
             if self.redis is not None:
                 self.redis.close()
+
+
+# -- capabilities: each wrapper class has exactly those of the store it wraps -------------------
+#
+# A cache must not claim what its backend lacks (`isinstance(cached, SummaryStore)` is how the
+# service asks), so each capability lives in a subclass of its own, and `CachedStore(inner)`
+# builds the one class combining those `inner` has. `cast` (not `require`) reaches the inner
+# capability: the class was chosen because `inner` has it.
+
+
+class _CachedSummaries(CachedStore):
+    def latest_summary(
+        self, session_id: str, *, upto_seq: int | None = None
+    ) -> SummaryCheckpoint | None:
+        # A cached "none yet" is safe too: saving a checkpoint bumps the version.
+        def load() -> SummaryCheckpoint | None:
+            return cast(SummaryStore, self.inner).latest_summary(session_id, upto_seq=upto_seq)
+
+        try:
+            return self._cached(
+                session_id,
+                lambda version: keys.summary(self._ns, session_id, version, upto_seq=upto_seq),
+                load,
+                _encode_summary,
+                _decode_summary,
+            )
+        except SessionNotFound:  # the contract: a missing session has no checkpoint (None)
+            return load()
+
+    def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
+        return cast(SummaryStore, self.inner).list_summaries(session_id)
+
+    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
+        return cast(SummaryStore, self.inner).save_summary(checkpoint)  # bumps the version
+
+
+class _CachedAdmin(CachedStore):
+    def session_stats(self, session_id: str) -> SessionStats:
+        return self._cached(
+            session_id,
+            lambda version: keys.stats(self._ns, session_id, version),
+            lambda: cast(AdminStore, self.inner).session_stats(session_id),
+            _encode_stats,
+            _decode_stats,
+        )
+
+    def expire_sessions(
+        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
+    ) -> ExpiryReport:
+        return cast(AdminStore, self.inner).expire_sessions(now=now, delete=delete, grace=grace)
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        return cast(AdminStore, self.inner).project_stats(project)
+
+
+class _CachedAgentStates(CachedStore):
+    def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
+        return cast(AgentStateStore, self.inner).get_agent_state(session_id, agent)
+
+    def list_agent_states(self, session_id: str) -> list[AgentState]:
+        return cast(AgentStateStore, self.inner).list_agent_states(session_id)
+
+    def update_agent_state(
+        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
+    ) -> AgentState:
+        return cast(AgentStateStore, self.inner).update_agent_state(
+            session_id, agent, update, now=now
+        )
+
+
+class _CachedTraces(CachedStore):
+    def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
+        return cast(TraceStore, self.inner).read_traces(session_id, upto_seq=upto_seq, limit=limit)
+
+
+class _CachedTransfer(CachedStore):
+    def import_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        traces: Sequence[tuple[int, str]] = (),
+    ) -> int:
+        return cast(TransferStore, self.inner).import_session(session, messages, traces)
+
+
+class _CachedApiKeys(CachedStore):
+    def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
+        cast(ApiKeyStore, self.inner).create_api_key(key, secret_hash=secret_hash)
+
+    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        return cast(ApiKeyStore, self.inner).find_api_key(key_id)
+
+    def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
+        return cast(ApiKeyStore, self.inner).list_api_keys(project)
+
+    def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
+        return cast(ApiKeyStore, self.inner).revoke_api_key(key_id, now=now)
+
+
+class _CachedLocking(CachedStore):
+    def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
+        return cast(LockingStore, self.inner).exclusive_lock(name)
+
+
+_BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
+    (SummaryStore, _CachedSummaries),
+    (AdminStore, _CachedAdmin),
+    (AgentStateStore, _CachedAgentStates),
+    (TraceStore, _CachedTraces),
+    (TransferStore, _CachedTransfer),
+    (ApiKeyStore, _CachedApiKeys),
+    (LockingStore, _CachedLocking),
+)
+
+
+@functools.cache
+def _class_with(parts: tuple[type[CachedStore], ...]) -> type[CachedStore]:
+    """The `CachedStore` subclass with exactly these capability parts (one class per set)."""
+    if not parts:
+        return CachedStore
+    if len(parts) == 1:
+        return parts[0]
+    return type("CachedStore", parts, {"__doc__": CachedStore.__doc__})
 
 
 def cached(store: Store, settings: Settings) -> CachedStore:

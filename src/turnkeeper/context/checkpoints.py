@@ -21,7 +21,7 @@ from datetime import datetime
 
 from turnkeeper import metrics
 from turnkeeper.context.summarizer import Summarizer
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, SummaryStore, require
 from turnkeeper.tokens import TokenCounter
 from turnkeeper.types import Message, SummaryCheckpoint
 
@@ -62,7 +62,7 @@ class Checkpointed:
         locks: SessionLocks,
     ) -> None:
         self.inner = inner
-        self.store = store
+        self.store = require(store, SummaryStore, "summary checkpoints")
         self.session_id = session_id
         self.clock = clock
         self.locks = locks

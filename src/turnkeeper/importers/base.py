@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, TransferStore, require
 from turnkeeper.types import JSONObject, Message, NewMessage, Session, SessionStatus
 
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ def run_import(
     """Store each batch (or, with `dry_run`, count what would be stored). A batch the store
     refuses (a key held by another live session, say) is reported by its origin and the
     import goes on."""
+    transfer = require(store, TransferStore, "importing sessions")
     for batch in batches:
         try:
             existing: Session | None = store.get_session(batch.session.id)
@@ -182,7 +183,7 @@ def run_import(
             report.messages_added += len(messages)
         else:
             try:
-                report.messages_added += store.import_session(session, messages, batch.traces)
+                report.messages_added += transfer.import_session(session, messages, batch.traces)
             except TurnkeeperError as exc:
                 report.errors.append(f"{batch.origin}: {exc}")
                 continue

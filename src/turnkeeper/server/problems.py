@@ -19,6 +19,7 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 |                                        |        | it was rate-limited; its `Retry-After` passed) |
 | `UpstreamTimeout`                      | 504    |                                                |
 | `BackendUnavailable`                   | 503    | with `Retry-After`; the next request retries   |
+| `Unsupported`                          | 501    | the store lacks a capability (e.g. summaries)  |
 | anything else                          | 500    | logged with its traceback, never sent          |
 
 A client is told what went wrong in its own terms; how it went wrong inside is for the logs.
@@ -56,6 +57,7 @@ from turnkeeper.errors import (
     SessionExpired,
     TurnkeeperError,
     Unauthenticated,
+    Unsupported,
     UpstreamError,
     UpstreamTimeout,
 )
@@ -77,6 +79,7 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (UpstreamTimeout, 504),
     (UpstreamError, 502),
     (BackendUnavailable, 503),
+    (Unsupported, 501),
 )
 
 log = get_logger("turnkeeper.server")

@@ -1,20 +1,47 @@
-"""Storage backends behind one contract (`Store`), chosen by database URL."""
+"""Storage backends behind one contract (`Store` and its capabilities), chosen by database URL."""
 
 from __future__ import annotations
 
 from turnkeeper.config import Settings, default_database_url, demo_database_url
 from turnkeeper.errors import InvalidConfig
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import (
+    AdminStore,
+    AgentStateStore,
+    ApiKeyStore,
+    FullStore,
+    LockingStore,
+    Store,
+    SummaryStore,
+    TraceStore,
+    TransferStore,
+    require,
+)
+from turnkeeper.storage.memory import InMemoryStore
 
-__all__ = ["Store", "open_backend", "open_store"]
+__all__ = [
+    "AdminStore",
+    "AgentStateStore",
+    "ApiKeyStore",
+    "FullStore",
+    "InMemoryStore",
+    "LockingStore",
+    "Store",
+    "SummaryStore",
+    "TraceStore",
+    "TransferStore",
+    "open_backend",
+    "open_store",
+    "require",
+]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def open_backend(url: str, settings: Settings) -> Store:
     """The bare backend a URL names: `sqlite:///path` (or a bare file path), or
-    `postgresql://user@host:port/db` (`postgres://` too). Imported lazily, so the PostgreSQL
-    driver is needed only by those who use it."""
+    `postgresql://user@host:port/db` (`postgres://` too), or `memory://` (an `InMemoryStore`:
+    nothing is kept after the process ends). Imported lazily, so the PostgreSQL driver is
+    needed only by those who use it."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
     if scheme == "sqlite":
         from turnkeeper.storage.sqlite import SQLiteStore
@@ -27,6 +54,8 @@ def open_backend(url: str, settings: Settings) -> Store:
             synchronous=settings.sqlite_synchronous,
             create_directory=url in (default_database_url(), demo_database_url()),
         )
+    if scheme == "memory":
+        return InMemoryStore(url)
     if scheme in POSTGRES_SCHEMES:
         from turnkeeper.storage.postgres import PostgresStore
 
@@ -38,8 +67,8 @@ def open_backend(url: str, settings: Settings) -> Store:
         )
     raise InvalidConfig(
         "database_url",
-        f"unsupported scheme {scheme!r}; use sqlite:///path/to/file.db or"
-        " postgresql://user@host/db",
+        f"unsupported scheme {scheme!r}; use sqlite:///path/to/file.db,"
+        " postgresql://user@host/db or memory://",
     )
 
 

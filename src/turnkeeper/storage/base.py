@@ -1,21 +1,31 @@
-"""The storage contract every backend implements.
+"""The storage contract: a small core every backend has, and optional capabilities.
 
-A store persists sessions and messages and guarantees ordering and atomicity; it does not
-validate message content or count tokens (the service layer hands it finished
+A store persists sessions and their message log and guarantees ordering and atomicity; it does
+not validate message content or count tokens (the service layer hands it finished
 `MessageDraft`s) and it never decides what a model sees. Every method takes the session
 explicitly, so one store serves any number of sessions and processes.
 
+`Store` is the core: the session and message log, enough for conversation memory. Everything
+else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
+`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore` — each a `runtime_checkable`
+Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
+turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
+bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
+that set for code that needs it whole.
+
 Times are passed in (`now`) rather than read from the clock, so behaviour around expiry is
-decided by the caller and is testable.
+decided by the caller and is testable. `turnkeeper.testing` holds the contract suite: run it
+against a store to prove it keeps what the docstrings here say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar, cast, runtime_checkable
 
-from turnkeeper.errors import Conflict
+from turnkeeper.errors import Conflict, Unsupported
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
@@ -34,13 +44,31 @@ from turnkeeper.types import (
     SummaryCheckpoint,
 )
 
+__all__ = [
+    "AdminStore",
+    "AgentStateStore",
+    "ApiKeyStore",
+    "FullStore",
+    "LockingStore",
+    "Store",
+    "SummaryStore",
+    "TraceStore",
+    "TransferStore",
+    "check_retry",
+    "require",
+    "same_message",
+]
 
+
+@runtime_checkable
 class Store(Protocol):
-    """Durable sessions and messages.
+    """Durable sessions and their ordered message logs — what every backend must have.
 
-    Errors: a missing session raises `SessionNotFound`; a write that clashes with stored state
-    raises `Conflict` (or `SeqConflict`, `SessionExpired`); an unreachable backend raises
-    `BackendUnavailable`. A failed call changes nothing.
+    Errors: a missing session raises `SessionNotFound` (reads of a missing session's messages
+    return nothing instead); a write that clashes with stored state raises `Conflict` (or
+    `SeqConflict`, `SessionExpired`); an unreachable backend raises `BackendUnavailable`. A
+    failed call changes nothing. Every write to a session bumps its `version` (caches key on
+    it), and returned values are the caller's: changing them changes nothing stored.
     """
 
     url: str
@@ -57,36 +85,42 @@ class Store(Protocol):
     # -- sessions ---------------------------------------------------------------------------
 
     def create_session(self, new: NewSession, *, now: datetime) -> Session:
-        """Store a new active session with a fresh UUID.
+        """Store a new active session with a fresh UUID, `created_at == updated_at == now`,
+        zero totals and `version` 0.
 
-        Raises `Conflict` if `new.key` is held by another active session of the project.
+        A key is unique among the active sessions of a project: a live holder past its
+        `expires_at` is marked expired first (freeing the key); otherwise `Conflict` naming the
+        key. Archived, expired and deleted sessions do not hold their key.
         """
         ...
 
     def get_or_create_session(self, new: NewSession, *, now: datetime) -> tuple[Session, bool]:
         """Return the live session holding `new.key` in `new.project`, or create one.
 
-        A live session past its `expires_at` is marked expired first (it stays readable) and a new
-        session takes the key. Returns the session and whether it was created. Atomic: two
-        concurrent callers get the same session.
+        A live session past its `expires_at` is marked expired first (it stays readable) and a
+        new session takes the key. Returns the session and whether it was created. Atomic: two
+        concurrent callers get the same session. `ValueError` without a key.
         """
         ...
 
     def get_session(self, session_id: str) -> Session:
-        """The session with this id, whatever its status."""
+        """The session with this id, whatever its status; `SessionNotFound` naming the id."""
         ...
 
     def find_session_by_key(self, project: str, key: str) -> Session:
         """The active session holding `key` in `project`; failing that, the most recently
-        updated archived or expired session that held it."""
+        updated archived or expired session that held it; failing that, `SessionNotFound`."""
         ...
 
     def list_sessions(
         self, where: SessionFilter, *, limit: int, cursor: str | None = None
     ) -> Page[Session]:
-        """Sessions matching `where`, most recently updated first (ties by id).
+        """Sessions matching `where`, most recently updated first (ties by id, descending), at
+        most `limit` per page.
 
-        `cursor` is an opaque `Page.next_cursor` from a previous call with the same filter.
+        `cursor` is an opaque `Page.next_cursor` from a previous call with the same filter; it
+        is None on the last page. A cursor this store did not make raises `InvalidInput`
+        naming `cursor`. `where.search` matches key, subject or title, ignoring case.
         """
         ...
 
@@ -95,18 +129,24 @@ class Store(Protocol):
         ...
 
     def set_status(self, session_id: str, status: SessionStatus, *, now: datetime) -> Session:
-        """Move a session to `status` (archive, expire, or reactivate an archived one)."""
+        """Move a session to `status` (archive, expire, or reactivate an archived one); bumps
+        `updated_at` and `version`. Reactivating raises `Conflict` when another active session
+        of the project holds the key meanwhile."""
         ...
 
     def reset_session(
         self, session_id: str, *, keep_system_message: bool, now: datetime
     ) -> Session:
         """Delete the session's messages; with `keep_system_message`, keep the message at seq 1
-        if it is a system message. Totals are recomputed and seq continues from what is left."""
+        if it is a system message. Totals are recomputed and seq continues from what is left.
+        Whatever hangs on the deleted seqs goes too: summary checkpoints and turn traces are
+        deleted and every agent's position moves back to 0 (for stores with those
+        capabilities)."""
         ...
 
     def delete_session(self, session_id: str) -> None:
-        """Delete the session and all its messages."""
+        """Delete the session and everything of it (messages, agent states, checkpoints,
+        traces). Its key is free again."""
         ...
 
     # -- messages ---------------------------------------------------------------------------
@@ -119,7 +159,8 @@ class Store(Protocol):
         expected_last_seq: int | None = None,
         now: datetime,
     ) -> list[Message]:
-        """Append `drafts` in order, atomically, giving them the next gapless seqs.
+        """Append `drafts` in order, atomically, giving them the next gapless seqs (the first
+        message of a session is seq 1); returns one message per draft, in draft order.
 
         Message ids are scoped to their session: the same id in two sessions names two
         messages, so no session (or tenant) can observe or claim another's ids. A draft whose
@@ -128,8 +169,12 @@ class Store(Protocol):
         it raises `Conflict` naming the id, and one id twice in `drafts` raises `InvalidInput`.
         If every draft is already stored, nothing else is checked or written. Otherwise:
         - `expected_last_seq`, when given, must equal the session's last seq (`SeqConflict`);
-        - the session must be active (`Conflict`) and not past `expires_at` (`SessionExpired`).
-        A draft's `trace` is stored with it, keyed by its seq, in the same transaction.
+        - the session must not be expired or past `expires_at` (`SessionExpired`) and must be
+          active (`Conflict`).
+        The session's totals (`message_count`, `last_seq`, `stored_tokens`, usage) grow by what
+        was added, and `updated_at` becomes `now`. A draft's `trace` is stored with it, keyed
+        by its seq, in the same transaction (by a `TraceStore`; others drop it). An empty
+        `drafts` returns `[]` without looking at the session.
         """
         ...
 
@@ -148,17 +193,37 @@ class Store(Protocol):
         limit: int | None = None,
     ) -> list[Message]:
         """Messages with `from_seq <= seq <= to_seq` (bounds inclusive, None = open), ordered by
-        seq (descending with `newest_first`), at most `limit` of them. Served by the
-        `(session_id, seq)` index: the cost grows with what is returned, not the session."""
+        seq (descending with `newest_first`), at most `limit` of them (taken from the start of
+        that order). Without `include_internal`, internal messages are left out before the
+        limit applies. The cost should grow with what is returned, not the session."""
         ...
 
     def count_messages(
         self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
     ) -> int:
-        """How many messages have `seq < before_seq` (all of them when None), via the index."""
+        """How many messages have `seq < before_seq` (all of them when None)."""
         ...
 
-    # -- agent states (multi-agent) --------------------------------------------------------
+    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
+        """Delete the message with the highest seq and return it (None if there is none).
+
+        Totals are recomputed and the next append reuses the freed seq, as after
+        `reset_session`; summary checkpoints covering it and its trace are dropped and agent
+        positions past it move back (for stores with those capabilities). Works whatever the
+        session's status. The undo of the OpenAI Agents SDK's `Session.pop_item`."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+        ...
+
+
+# -- capabilities -----------------------------------------------------------------------------
+
+
+@runtime_checkable
+class AgentStateStore(Protocol):
+    """Per-agent progress through a session (multi-agent conversations)."""
 
     def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
         """The agent's state in the session; None if it never had one (it has processed
@@ -173,11 +238,15 @@ class Store(Protocol):
         self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
     ) -> AgentState:
         """Create or change the agent's state atomically: fields given as None are kept (a new
-        state starts at 0 / None), `add_execution_ms` and `add_turns` are added. Bumps the
-        session's `version` (not `updated_at`). Raises `SessionNotFound`."""
+        state starts at 0 / None), `add_execution_ms` and `add_turns` are added; `updated_at`
+        becomes `now`. Bumps the session's `version` (not `updated_at`). Raises
+        `SessionNotFound`."""
         ...
 
-    # -- summary checkpoints ----------------------------------------------------------------
+
+@runtime_checkable
+class SummaryStore(Protocol):
+    """Summary checkpoints: the text standing in for a session's messages up to a seq."""
 
     def latest_summary(
         self, session_id: str, *, upto_seq: int | None = None
@@ -192,57 +261,29 @@ class Store(Protocol):
     def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
         """Store a checkpoint unless one covering the same seq exists; returns the stored one
         (the first writer wins, so concurrent builders agree). Storing bumps the session's
-        `version`. `reset_session` deletes the checkpoints and moves every agent back to 0.
-        Raises `SessionNotFound`."""
+        `version`; a checkpoint that lost changes nothing. Raises `SessionNotFound`."""
         ...
 
-    # -- turn traces ------------------------------------------------------------------------
 
-    # Traces are written only with their reply (`MessageDraft.trace`) or by `import_session`.
-    # Deleting the message, resetting or deleting the session deletes its trace.
+@runtime_checkable
+class TraceStore(Protocol):
+    """Turn traces: what a reply was built from, kept beside the reply.
+
+    Traces are written only with their reply (`MessageDraft.trace`) or by `import_session`.
+    Deleting the message, resetting or deleting the session deletes its trace.
+    """
 
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         """Up to `limit` traces `(seq, data)` at or before `upto_seq`, newest first."""
         ...
 
-    # -- lifecycle and statistics -----------------------------------------------------------
 
-    def expire_sessions(
-        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
-    ) -> ExpiryReport:
-        """Mark active sessions whose `expires_at <= now` as expired; with `delete`, also delete
-        expired sessions whose `expires_at <= now - grace`. Returns the ids affected."""
-        ...
-
-    def session_stats(self, session_id: str) -> SessionStats:
-        """Counts and token totals of one session."""
-        ...
-
-    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
-        """Totals per project (one project, or all of them ordered by name)."""
-        ...
-
-    # -- bulk transfer ----------------------------------------------------------------------
-
-    def import_session(
-        self,
-        session: Session,
-        messages: Sequence[Message],
-        traces: Sequence[tuple[int, str]] = (),
-    ) -> int:
-        """Store a session and its messages exactly as given (ids, seqs, times, counts), and
-        the turn traces `(seq, data)` of its replies, in one transaction.
-
-        Idempotent: an existing session is kept, only messages whose id is not yet stored are
-        added, and a trace for a seq that has one already is skipped. Returns how many
-        messages were added.
-        """
-        ...
-
-    # -- API keys ---------------------------------------------------------------------------
+@runtime_checkable
+class ApiKeyStore(Protocol):
+    """API key records for the HTTP service (never the secrets, only their hashes)."""
 
     def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
-        """Store a new API key record with the hash of its secret (never the secret).
+        """Store a new API key record with the hash of its secret.
 
         Raises `Conflict` if `key.id` is already stored.
         """
@@ -254,7 +295,8 @@ class Store(Protocol):
         ...
 
     def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
-        """Keys of `project` (all projects when None), oldest first, revoked ones included."""
+        """Keys of `project` (all projects when None), oldest first (ties by id), revoked
+        ones included."""
         ...
 
     def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
@@ -262,19 +304,108 @@ class Store(Protocol):
         Raises `NotFound` for an unknown id."""
         ...
 
-    def close(self) -> None:
-        """Release connections. The store is unusable afterwards."""
+
+@runtime_checkable
+class AdminStore(Protocol):
+    """Whole-store operations: the expiry sweep and statistics."""
+
+    def expire_sessions(
+        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
+    ) -> ExpiryReport:
+        """Mark active sessions whose `expires_at <= now` as expired (bumping `updated_at` and
+        `version`); with `delete`, also delete expired sessions whose `expires_at` (or, without
+        one, `updated_at`) is at or before `now - grace`. Returns the ids affected, sorted."""
         ...
 
-    # -- undo (the OpenAI Agents SDK's `Session.pop_item`) --------------------------------
-
-    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
-        """Delete the message with the highest seq and return it (None if there is none).
-
-        Totals are recomputed and the next append reuses the freed seq, as after
-        `reset_session`; summary checkpoints covering it are dropped and agent positions past
-        it move back. Works whatever the session's status. Raises `SessionNotFound`."""
+    def session_stats(self, session_id: str) -> SessionStats:
+        """Counts and token totals of one session. Raises `SessionNotFound`."""
         ...
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        """Totals per project (one project, or all of them ordered by name); a project
+        without sessions is left out."""
+        ...
+
+
+@runtime_checkable
+class TransferStore(Protocol):
+    """Bulk import of sessions exported elsewhere (`turnkeeper import`, the JSONL restore)."""
+
+    def import_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        traces: Sequence[tuple[int, str]] = (),
+    ) -> int:
+        """Store a session and its messages exactly as given (ids, seqs, times, counts), and
+        the turn traces `(seq, data)` of its replies, in one transaction.
+
+        Idempotent: an existing session is kept, only messages whose id and seq are not yet
+        stored are added, and a trace for a seq that has one already is skipped. When
+        messages were added, the totals are recomputed and the session's `updated_at` and
+        `version` are those given. Returns how many messages were added. A new session whose
+        key is held by another active session of the project raises `Conflict`.
+        """
+        ...
+
+
+@runtime_checkable
+class LockingStore(Protocol):
+    """Deployment-wide named locks, so a periodic job (the expiry sweeper) runs once however
+    many processes or replicas share the store."""
+
+    def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
+        """Try to take the lock `name` for the duration of the `with` block, without waiting.
+
+        Yields True when this caller holds it, False when another holder has it (in this
+        process or another); a False block must not do the guarded work. The lock is released
+        when the block ends, and if the holding process dies. Locks of different names are
+        independent.
+        """
+        ...
+
+
+@runtime_checkable
+class FullStore(
+    Store,
+    AgentStateStore,
+    SummaryStore,
+    TraceStore,
+    ApiKeyStore,
+    AdminStore,
+    TransferStore,
+    Protocol,
+):
+    """A store with every capability the service uses (what the bundled backends offer).
+
+    `LockingStore` is not part of it yet: a store without locks still works, its sweeper just
+    cannot tell that another replica is sweeping too.
+    """
+
+
+C = TypeVar("C")
+
+
+def require(store: object, capability: Callable[..., C], what: str) -> C:
+    """`store` as a `capability` (one of the protocols above), or `Unsupported` saying that
+    `what` needs it.
+
+    `what` names the feature for the person who asked for it (e.g. "summary checkpoints"), so
+    the error says which request a backend cannot serve rather than which method is missing.
+    (`capability` is typed as a callable, not `type[C]`: mypy refuses a protocol class where
+    `type[...]` is expected.)
+    """
+    if isinstance(store, cast(type, capability)):
+        return cast(C, store)
+    # The class, never the URL: this message reaches HTTP clients (a 501), who must not learn
+    # where the database lives.
+    raise Unsupported(
+        f"{what} needs a store with {getattr(capability, '__name__', capability)};"
+        f" this deployment's store ({type(store).__name__}) does not have it"
+    )
+
+
+# -- the append rule every backend shares ------------------------------------------------------
 
 
 def same_message(stored: Message, draft: MessageDraft) -> bool:

@@ -1,6 +1,6 @@
 """Expiry: cold storage for expired sessions, and the sweeper that runs expiry on a timer.
 
-`Turnkeeper.transfer.expire()` marks sessions past `expires_at` as expired and, with `delete`, removes
+`tk.transfer.expire()` marks sessions past `expires_at` expired and, with `delete`, removes
 those past the grace period. With an archive directory it first writes them to one JSONL file
 per run, in `turnkeeper.jsonl`'s export format, so `turnkeeper import FILE` brings them back.
 The file is written under a temporary name, flushed to disk and renamed before anything is

@@ -145,8 +145,9 @@ class Digest(Core):
         try:
             session = self.get_session(ref, project=project)
             tail = _Tail(self, session.id, first_page=recent + 4)
-            shown = self._recent(tail, recent, self._references.get(session.id))
-            referenced = self._referenced(session.id, tail)
+            memo = self._references.get(session.id)
+            shown = self._recent(tail, recent, memo)
+            referenced = self._referenced(session.id, tail, memo)
             older: list[Message] = []
             if session.message_count > self.settings.summary_threshold and shown:
                 older = self._unsummarized(session.id, tail, before=shown[0].seq)
@@ -174,10 +175,9 @@ class Digest(Core):
                 break
         return shown[::-1]
 
-    def _referenced(self, session_id: str, tail: _Tail) -> tuple[str, ...]:
+    def _referenced(self, session_id: str, tail: _Tail, memo: References | None) -> tuple[str, ...]:
         """Referenced ids of the whole history: the memo's plus those of the messages after
         it, or, when the memo no longer matches the store, from the whole history again."""
-        memo = self._references.get(session_id)
         if memo is not None and tail.by_seq.get(memo.newest.seq) == memo.newest:
             later = tail.chronological(since=memo.newest.seq)
             ids = tuple(dict.fromkeys(memo.ids + conversation.referenced_ids(later)))

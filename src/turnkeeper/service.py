@@ -28,8 +28,8 @@ from turnkeeper.context.perspective import EVENT_KEY
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import BackendUnavailable, InvalidInput, SessionExpired, SessionNotFound
 from turnkeeper.logs import get_logger
+from turnkeeper.records import to_ts_or_none
 from turnkeeper.storage.base import Store, check_retry
-from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import (
     TokenCounter,
     context_window_for_model,

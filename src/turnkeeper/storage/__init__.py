@@ -1,4 +1,8 @@
-"""Storage backends behind one contract (`Store`), chosen by database URL."""
+"""Storage backends behind one contract (`Store`), chosen by database URL.
+
+Only bare backends are made here; the caches in front of one are put there by
+`turnkeeper.assemble` (storage is the layer below the caches and never imports them).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from turnkeeper.config import Settings, default_database_url, demo_database_url
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.storage.base import Store
 
-__all__ = ["Store", "open_backend", "open_store"]
+__all__ = ["Store", "open_backend"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -41,18 +45,3 @@ def open_backend(url: str, settings: Settings) -> Store:
         f"unsupported scheme {scheme!r}; use sqlite:///path/to/file.db or"
         " postgresql://user@host/db",
     )
-
-
-def open_store(url: str, settings: Settings) -> Store:
-    """The backend a URL names, behind the configured caches (`lru_size` sessions in process,
-    and Redis when `redis_url` is set). The caches implement the same contract."""
-    backend = open_backend(url, settings)
-    if settings.lru_size == 0 and settings.redis_url is None:
-        return backend
-    from turnkeeper.cache.store import cached
-
-    try:
-        return cached(backend, settings)
-    except BaseException:
-        backend.close()
-        raise

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -33,7 +33,7 @@ from turnkeeper.errors import (
     SessionNotFound,
     TurnkeeperError,
 )
-from turnkeeper.storage import sql
+from turnkeeper.storage import locks, sql
 from turnkeeper.storage.postgres_schema import LATEST_VERSION, MIGRATION_LOCK, MIGRATIONS
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.types import (
@@ -279,21 +279,9 @@ class PostgresStore(sql.SQLReads):
         with self._mapped_errors(), self._pool.connection() as conn, conn.cursor() as cur:
             return self._version(cur)
 
-    @contextmanager
-    def advisory_lock(self, key: int) -> Iterator[bool]:
-        """Hold a database-wide advisory lock while the block runs, if no one else holds it.
-
-        Yields whether it was acquired; never waits. The lock belongs to a pooled connection
-        kept for the block, so a process that dies releases it with its connection.
-        """
-        with self._mapped_errors(), self._pool.connection() as conn:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (key,)).fetchone()
-            acquired = bool(row and row["got"])
-            try:
-                yield acquired
-            finally:
-                if acquired:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
+        """See `turnkeeper.storage.locks`: an advisory lock on one pooled connection."""
+        return locks.advisory_lock(self._pool.connection, name, mapped_errors=self._mapped_errors)
 
     def close(self) -> None:
         self._pool.close()

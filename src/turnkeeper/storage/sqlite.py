@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from turnkeeper.errors import (
     NotFound,
     SessionNotFound,
 )
-from turnkeeper.storage import sql
+from turnkeeper.storage import locks, sql
 from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.storage.sqlite_schema import LATEST_VERSION, MIGRATIONS
@@ -159,6 +159,10 @@ class SQLiteStore(sql.SQLReads):
     def schema_version(self) -> int:
         (version,) = self._conn().execute("PRAGMA user_version").fetchone()
         return int(version)
+
+    def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
+        """See `turnkeeper.storage.locks`: a lock file beside the database."""
+        return locks.file_lock(locks.lock_file_beside(self.path, name))
 
     def close(self) -> None:
         with self._lock:

@@ -5,8 +5,8 @@ connection) now holds it; someone else holding it yields False. It is how replic
 database agree that only one of them runs a job at a time (the expiry sweeper is the user), so
 it must be released when the holder dies, never by a timeout:
 
-- PostgreSQL: a session-level advisory lock, keyed by a stable hash of the name, held by one
-  pooled connection for the block (a dead process's connection, and so its lock, goes away);
+- PostgreSQL: a session-level advisory lock, keyed by a stable hash of the name and the
+  schema turnkeeper's tables are in, held by one pooled connection for the block (a dead process's connection, and so its lock, goes away);
 - SQLite: an exclusive lock on a file beside the database (`<db>.<name>.lock`), which the
   operating system drops with the process. `fcntl` (POSIX) and `msvcrt` (Windows) are imported
   when a lock is taken, never at import time, so turnkeeper imports on every platform; where
@@ -45,10 +45,16 @@ def check_lock_name(name: str) -> str:
 
 
 def lock_key(name: str) -> int:
-    """The signed 64-bit PostgreSQL advisory-lock key of `name`: the same in every process and
-    release (a hash of the name, not Python's per-process `hash`)."""
+    """The signed 32-bit advisory-lock key of `name`: the same in every process and release (a
+    hash of the name, not Python's per-process `hash`)."""
     digest = hashlib.sha256(f"turnkeeper:{check_lock_name(name)}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    return int.from_bytes(digest[:4], "big", signed=True)
+
+
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%s, hashtext(current_schema())) AS got"
+_UNLOCK = "SELECT pg_advisory_unlock(%s, hashtext(current_schema()))"
+"""Advisory locks are per database; the second key is the schema's, because a schema is one
+turnkeeper database (tables and all) and two of them in one PostgreSQL database are unrelated."""
 
 
 @contextmanager
@@ -62,13 +68,13 @@ def advisory_lock(
     `mapped_errors` turns driver errors into turnkeeper's (the backend's own mapping)."""
     key = lock_key(name)
     with mapped_errors(), connection() as conn:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (key,)).fetchone()
+        row = conn.execute(_TRY_LOCK, (key,)).fetchone()
         acquired = bool(row and row["got"])
         try:
             yield acquired
         finally:
             if acquired:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                conn.execute(_UNLOCK, (key,))
 
 
 def lock_file_beside(database: Path, name: str) -> Path:

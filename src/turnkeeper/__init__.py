@@ -40,6 +40,7 @@ from turnkeeper.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from turnkeeper.prometheus import install_default
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.traces import TraceEntry, TurnTrace, WindowDiff, trace_of, window_diff
@@ -63,6 +64,8 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
+
+install_default()  # metrics reach prometheus-client when it is installed
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it (dynamic version)
 

@@ -13,8 +13,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from prometheus_client import REGISTRY
 
+import turnkeeper
 from tests.conftest import Clock
+from turnkeeper import metrics
 from turnkeeper.assemble import open_store
 from turnkeeper.config import load_settings
 from turnkeeper.errors import InvalidInput
@@ -112,7 +115,8 @@ def test_lock_names_are_checked_and_keyed_the_same_in_every_process() -> None:
 
 HOLDER = """
     import sys
-    from turnkeeper.assemble import open_store
+    from turnkeeper import metrics
+from turnkeeper.assemble import open_store
     from turnkeeper.config import load_settings
 
     url = sys.argv[1]
@@ -171,3 +175,38 @@ def test_a_sweep_lock_dies_with_its_process(database_url: str) -> None:
         assert held
     finally:
         store.close()
+
+
+class Recorded:
+    """A recorder of its own, as a StatsD or OpenTelemetry bridge would be."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, tuple[str, ...], float]] = []
+
+    def record(
+        self, instrument: metrics.Instrument, labels: tuple[str, ...], amount: float
+    ) -> None:
+        self.events.append((instrument.name, labels, amount))
+
+
+def test_every_metric_reaches_an_installed_recorder_and_prometheus_alike(tmp_path: Path) -> None:
+    recorded = Recorded()
+    metrics.install(recorded)
+    builds = REGISTRY.get_sample_value(
+        "turnkeeper_context_builds_total", {"strategy": "sliding_window"}
+    )
+    try:
+        with turnkeeper.open(f"sqlite:///{tmp_path / 'metrics.db'}") as tk:
+            session = tk.create_session()
+            tk.append(session, "user", "hello")
+            tk.context(session, strategy="sliding_window", max_tokens=1000)
+            tk.context(session, strategy="sliding_window", max_tokens=1000)  # an LRU hit
+    finally:
+        metrics.uninstall(recorded)
+    names = [name for name, _, _ in recorded.events]
+    assert ("turnkeeper_context_builds_total", ("sliding_window",), 1) in recorded.events
+    assert "turnkeeper_cache_hits_total" in names
+    after = REGISTRY.get_sample_value(
+        "turnkeeper_context_builds_total", {"strategy": "sliding_window"}
+    )
+    assert after == (builds or 0.0) + 2

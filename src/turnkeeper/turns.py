@@ -191,7 +191,7 @@ def _same_message(stored: Message, new: NewMessage) -> bool:
 def _same_turn(stored: Message, new: NewMessage) -> bool:
     """A retried turn says the same thing in the same role (ids and timestamps differ)."""
     return (
-        stored.role is Role(new.role)
+        stored.role == new.role  # a role that is no Role is not the same (and is refused later)
         and stored.content == new.content
         and stored.tool_call_id == new.tool_call_id
     )

@@ -31,6 +31,7 @@ from turnkeeper.server.trace_schemas import TracePublic, TraceResponse
 from turnkeeper.traces import TurnTrace, trace_of, window_diff
 from turnkeeper.turns import ChatTurns, PreparedTurn, TurnStream
 from turnkeeper.types import Message
+from turnkeeper.validation import MAX_WHOLE
 
 router = APIRouter(tags=["chat"], responses=PROBLEM_RESPONSES)
 
@@ -118,7 +119,7 @@ def chat(
 
 @router.get("/v1/sessions/{session}/messages/{seq}/trace")
 def trace(
-    session: SessionRef, seq: Annotated[int, Path(ge=1)], tk: TK, scope: Scope
+    session: SessionRef, seq: Annotated[int, Path(ge=1, le=MAX_WHOLE)], tk: TK, scope: Scope
 ) -> TraceResponse:
     """What the model saw for the reply at `seq`: the window exactly as sent, how it was built
     (strategy, budget, model, encoding, what was kept, dropped and summarized), what it cost,

@@ -8,7 +8,7 @@ Every `import` of a turnkeeper module is an edge, read from the source (nothing 
 at module level, inside a function (lazy, marked `~`) or under `if TYPE_CHECKING:` (marked `?`).
 All three kinds must point to the importer's own layer or a lower one, and no kind may close a
 cycle. A package's `__init__` re-exporting its own submodules is not an edge (the submodules
-import their siblings, not the package). Exit status 1 on any violation; `tests/test_layers.py`
+import their siblings, not the package); the top package's imports are edges like any other. Exit status 1 on any violation; `tests/test_layers.py`
 runs this, so `make test` enforces it. The layers are explained in `docs/architecture.md`.
 """
 
@@ -112,7 +112,7 @@ def edges_of(module: str, path: Path, modules: dict[str, Path]) -> set[Edge]:
                 visit(child, kind)
 
     visit(tree, "top")
-    if path.name == "__init__.py":  # a package re-exporting its own parts
+    if path.name == "__init__.py" and module != PACKAGE:  # a subpackage re-exporting its parts
         found = {e for e in found if not e.target.startswith(module + ".")}
     return found
 

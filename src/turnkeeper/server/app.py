@@ -23,7 +23,7 @@ from turnkeeper.expiry import Sweeper
 from turnkeeper.llm import LLMClient
 from turnkeeper.server import gate, problems, ui
 from turnkeeper.server.memory import Trimmer, limit_threads
-from turnkeeper.server.observability import RequestObserver, record_stored, record_upstream
+from turnkeeper.server.observability import RequestObserver
 from turnkeeper.server.routes import (
     agents,
     chat,
@@ -55,11 +55,11 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         limit_threads(settings.server_threads)
         service = tk if tk is not None else turnkeeper.open(settings=settings)
-        llm = LLMClient.from_settings(settings, observer=record_upstream)
+        llm = LLMClient.from_settings(settings)
         app.state.settings = settings
         app.state.tk = service
         app.state.keys = service.keys
-        app.state.turns = ChatTurns(service, llm, on_stored=record_stored)
+        app.state.turns = ChatTurns(service, llm)
         sweeper = Sweeper(service)  # hourly expiry cleanup; one sweeper at a time per database
         sweeper.start()
         trimmer = Trimmer()  # freed memory goes back to the system after a burst

@@ -17,6 +17,7 @@ from turnkeeper.errors import Conflict, SessionNotFound
 from turnkeeper.server.auth import Caller, authenticate, bearer
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
+from turnkeeper.validation import NAME_PATTERN
 
 # The three getters below only read `app.state`: async, so they run on the event loop and
 # never wait for a thread (a probe must not queue behind requests; see routes.health).
@@ -52,7 +53,7 @@ def get_scope(
     project: Annotated[
         str | None,
         Query(
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$",
+            pattern=NAME_PATTERN,
             description="Project to work in. A project key may only name its own; an admin key "
             "names any (keys are looked up in it; default: the configured default project).",
         ),

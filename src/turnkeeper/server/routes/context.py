@@ -12,7 +12,7 @@ from turnkeeper.server.deps import TK, Scope, SessionRef
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import ContextReportPublic, ContextResponse, WindowFormat
 from turnkeeper.types import ContextWindow, StrategyName
-from turnkeeper.validation import MAX_WHOLE
+from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN
 
 router = APIRouter(tags=["context"], responses=PROBLEM_RESPONSES)
 
@@ -52,7 +52,7 @@ def build_context(
     agent: Annotated[
         str | None,
         Query(
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$",
+            pattern=NAME_PATTERN,
             description="Build this agent's perspective.",
         ),
     ] = None,

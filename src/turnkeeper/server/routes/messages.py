@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from turnkeeper import metrics
 from turnkeeper.server.deps import TK, AttemptDep, Scope, SessionRef
-from turnkeeper.server.observability import record_stored
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import AppendMany, AppendOne, MessagePage, MessagePublic
 from turnkeeper.service import Turnkeeper
@@ -31,7 +31,7 @@ def _append(
     session = tk.get_session(ref, project=project)
     new = with_idempotent_ids(tk.store, session, new, attempt.idempotency_key)
     stored = tk.append_many(session, new, expected_last_seq=expected)
-    record_stored(session, False, [m for m in stored if m.seq > session.last_seq])
+    metrics.stored(session, False, [m for m in stored if m.seq > session.last_seq])
     return stored
 
 

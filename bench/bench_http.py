@@ -64,33 +64,50 @@ def _free_port() -> int:
 
 
 def rss_mib(pid: int) -> float:
-    """Resident memory of process `pid` in MiB (VmRSS of /proc/PID/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of process `pid` and its children (the workers) in MiB, from VmRSS."""
+    total = 0.0
+    for process in [pid, *_children(pid)]:
+        for line in Path(f"/proc/{process}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        found.extend(int(child) for child in children)
+    return found
 
 
 @contextmanager
-def serving(database_url: str) -> Iterator[tuple[str, str, int]]:
-    """`turnkeeper serve` on `database_url` in a subprocess; yields (URL, an API key, its
-    process id)."""
+def serving(database_url: str, workers: int) -> Iterator[tuple[str, str, int]]:
+    """`turnkeeper serve --workers N` on `database_url` in a subprocess; yields (URL, an API
+    key, its process id)."""
     with turnkeeper.open(database_url) as tk:
         _, token = ApiKeys(tk.store).create("bench")
     port = _free_port()
+    command = ["-m", "turnkeeper", "serve", "--port", str(port), "--db", database_url]
+    with _process([*command, "--workers", str(workers)], port, token) as (url, pid):
+        yield url, token, pid
+
+
+@contextmanager
+def serving_baseline(database_url: str, workers: int) -> Iterator[tuple[str, str, int]]:
+    """The baseline app (`bench/baseline_app.py`) on `database_url`, served the same way."""
+    port = _free_port()
+    script = str(ROOT / "bench" / "baseline_app.py")
+    command = [script, "--port", str(port), "--db", database_url, "--workers", str(workers)]
+    with _process(command, port, "") as (url, pid):
+        yield url, "", pid
+
+
+@contextmanager
+def _process(arguments: list[str], port: int, token: str) -> Iterator[tuple[str, int]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TURNKEEPER_CONFIG": os.devnull}
-    command = [
-        sys.executable,
-        "-m",
-        "turnkeeper",
-        "serve",
-        "--port",
-        str(port),
-        "--db",
-        database_url,
-    ]
     process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, *arguments], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -101,20 +118,24 @@ def serving(database_url: str) -> Iterator[tuple[str, str, int]]:
             except httpx.TransportError:
                 time.sleep(0.05)
         else:
-            raise RuntimeError("the server did not come up")
+            raise RuntimeError(f"the server did not come up: {arguments}")
         _warm_up(url, token)
-        yield url, token, process.pid
+        yield url, process.pid
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        process.wait(timeout=30)
 
 
 def _warm_up(url: str, token: str) -> None:
-    """One append and one build first, so the tokenizer's one-time load is not measured."""
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+    """A few appends and builds first, so the tokenizer's one-time load is not measured (a few,
+    so that each worker has likely seen one)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(base_url=url, headers=headers) as http:
         http.post("/v1/sessions", json={"key": "warm-up"}).raise_for_status()
-        http.post("/v1/sessions/warm-up/messages", json={"role": "user", "content": TEXT})
-        http.get("/v1/sessions/warm-up/context").raise_for_status()
+        for _ in range(8):
+            with httpx.Client(base_url=url, headers=http.headers) as fresh:  # another worker
+                fresh.post("/v1/sessions/warm-up/messages", json={"role": "user", "content": TEXT})
+                fresh.get("/v1/sessions/warm-up/context").raise_for_status()
 
 
 async def client(http: httpx.AsyncClient, index: int, deadline: float, tally: Tally) -> None:
@@ -151,7 +172,7 @@ async def load(url: str, token: str, clients: int, seconds: float) -> tuple[Tall
     """Run the clients; returns the tally, the wall time and the messages lost or doubled."""
     tally = Tally()
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
         started = time.perf_counter()
         deadline = started + seconds
@@ -171,16 +192,35 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def row(
-    backend: str, clients: int, tally: Tally, elapsed: float, lost: int, rss: tuple[float, float]
-) -> str:
+@dataclass
+class Run:
+    """One server under the load: what it is, and what the clients saw."""
+
+    backend: str
+    server: str
+    workers: int
+    clients: int
+    tally: Tally
+    elapsed: float
+    lost: int
+    rss: tuple[float, float]
+
+    @property
+    def rate(self) -> float:
+        return (len(self.tally.append_ms) + len(self.tally.context_ms)) / self.elapsed
+
+
+def row(run: Run, baseline: Run | None) -> str:
+    tally, elapsed = run.tally, run.elapsed
     every = tally.append_ms + tally.context_ms
+    ratio = f"{run.rate / baseline.rate:.2f}×" if baseline is not None else "1×"
     return (
-        f"| {backend} | {clients} | {elapsed:.0f} s | {len(every):,} | {len(every) / elapsed:,.0f}"
+        f"| {run.backend} | {run.server} | {run.workers} | {run.clients} | {elapsed:.0f} s"
+        f" | {len(every):,} | {run.rate:,.0f} | {ratio}"
         f" | {statistics.median(every):.1f} / {pct(every, 0.99):.1f}"
         f" | {statistics.median(tally.append_ms):.1f} / {pct(tally.append_ms, 0.99):.1f}"
         f" | {statistics.median(tally.context_ms):.1f} / {pct(tally.context_ms, 0.99):.1f}"
-        f" | {len(tally.errors)} | {lost} | {rss[0]:.0f} → {rss[1]:.0f} |"
+        f" | {len(tally.errors)} | {run.lost} | {run.rss[0]:.0f} → {run.rss[1]:.0f} |"
     )
 
 
@@ -201,11 +241,40 @@ def postgres_database() -> Iterator[str | None]:
         yield url
 
 
+def measure(
+    name: str, server: str, workers: int, database: str, clients: int, seconds: float
+) -> Run:
+    """Start `server` (turnkeeper or the baseline) with `workers` on `database`, load it."""
+    serve = serving if server == "turnkeeper" else serving_baseline
+    with serve(database, workers) as (base, token, pid):
+        before = rss_mib(pid)
+        tally, elapsed, lost = asyncio.run(load(base, token, clients, seconds))
+        after = rss_mib(pid)
+    if MESSAGE_BYTES:  # windows of such messages do not fit 2,000 tokens
+        tally.errors = [e for e in tally.errors if not e.startswith("context 422")]
+    for error in tally.errors[:5]:
+        print(f"error: {server}: {error}", file=sys.stderr)
+    run = Run(name, server, workers, clients, tally, elapsed, lost, (before, after))
+    print(row(run, None), file=sys.stderr)
+    return run
+
+
+MESSAGE_BYTES = 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="10 seconds per backend")
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="Comma-separated worker counts to measure each backend with (a scaling table), "
+        "e.g. 1,2,4; the baseline is measured with the same counts.",
+    )
+    parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both")
+    parser.add_argument("--no-baseline", action="store_true", help="turnkeeper alone")
     parser.add_argument(
         "--message-bytes",
         type=int,
@@ -213,44 +282,68 @@ def main() -> None:
         help="Append messages of this size instead of the short default (a memory test: "
         "their context builds are refused, 422, and not counted as errors).",
     )
+    parser.add_argument("--note", default="", help="Load conditions to record with the table.")
+    parser.add_argument(
+        "--name", default="http", help="Results file and README block: bench/results/NAME.md"
+    )
     args = parser.parse_args()
     seconds = 10.0 if args.quick else args.seconds
-    global TEXT
+    global TEXT, MESSAGE_BYTES
     if args.message_bytes:
+        MESSAGE_BYTES = args.message_bytes
         TEXT = (TEXT * (args.message_bytes // len(TEXT) + 1))[: args.message_bytes]
+    counts = [int(n) for n in args.workers.split(",")]
+    servers = (
+        ["turnkeeper"] if args.no_baseline or args.message_bytes else ["baseline", "turnkeeper"]
+    )
     rows = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        backends = [("SQLite (file, synchronous=FULL)", nullcontext(f"sqlite:///{tmp}/http.db"))]
-        backends.append(("PostgreSQL", postgres_database()))
+        backends = []
+        if "sqlite" in args.backends:
+            backends.append(("SQLite (WAL, synchronous=FULL)", lambda: nullcontext(tmp)))
+        if "postgres" in args.backends:
+            backends.append(("PostgreSQL", postgres_database))
         for name, database in backends:
-            with database as url:
-                if url is None:
-                    continue
-                with serving(url) as (base, token, pid):
-                    before = rss_mib(pid)
-                    tally, elapsed, lost = asyncio.run(load(base, token, args.clients, seconds))
-                    after = rss_mib(pid)
-                if args.message_bytes:  # windows of such messages do not fit 2,000 tokens
-                    tally.errors = [e for e in tally.errors if not e.startswith("context 422")]
-                rows.append(row(name, args.clients, tally, elapsed, lost, (before, after)))
-                for error in tally.errors[:5]:
-                    print(f"error: {error}", file=sys.stderr)
+            for workers in counts:
+                baseline = None
+                for server in servers:  # side by side: a fresh database each
+                    with database() as where:
+                        if where is None:
+                            break
+                        url = where
+                        if where == tmp:
+                            url = f"sqlite:///{tmp}/{server}-{workers}.db"
+                        run = measure(name, server, workers, url, args.clients, seconds)
+                    rows.append(row(run, baseline))
+                    baseline = run if server == "baseline" else baseline
+    load_after = os.getloadavg()
     report = "\n".join(
         [
-            f"HTTP load, {datetime.now(UTC):%Y-%m-%d}: `turnkeeper serve` (one process, API keys"
-            " on) on loopback; each client owns a session and loops append → context"
-            " (sliding_window, 2,000 tokens). Latencies in ms (p50 / p99); RSS: the server's"
-            " resident memory in MiB after warm-up → after the run"
-            + (f"; messages of {args.message_bytes:,} bytes." if args.message_bytes else "."),
+            f"HTTP load, {datetime.now(UTC):%Y-%m-%d}: `turnkeeper serve --workers N` (API keys"
+            " on, exact token counting) and, on the line above each, the baseline"
+            " (`bench/baseline_app.py`: the same work by hand on the same server stack, no auth,"
+            " no token counting) under the same load, one after the other in one run. Each"
+            " client owns a session and loops append → context (sliding_window, 2,000 tokens)."
+            " ÷ baseline: turnkeeper's req/s over the baseline's. Latencies in ms (p50 / p99),"
+            " measured from the server's start (after a few warm-up requests), so the first"
+            " minute is included. RSS: the resident memory of all the server's processes in MiB"
+            " after warm-up → after the run"
+            + (f"; messages of {args.message_bytes:,} bytes." if args.message_bytes else ".")
+            + f" Machine: {os.cpu_count()} cores, load average {load_before[0]:.1f} before →"
+            f" {load_after[0]:.1f} after" + (f" ({args.note})." if args.note else "."),
             "",
-            "| backend | clients | run | requests | req/s | all p50 / p99 | append p50 / p99"
-            " | context p50 / p99 | errors | messages lost | RSS MiB |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            f"`python bench/bench_http.py {' '.join(sys.argv[1:])}`".replace(" `", "`"),
+            "",
+            "| backend | server | workers | clients | run | requests | req/s | ÷ baseline"
+            " | all p50 / p99 | append p50 / p99 | context p50 / p99 | errors | messages lost"
+            " | RSS MiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
         ]
     )
-    publish("http-memory" if args.message_bytes else "http", report)
+    publish("http-memory" if args.message_bytes else args.name, report)
 
 
 def publish(name: str, report: str) -> None:

@@ -61,6 +61,12 @@ def serve(
                      help="Log lines as JSON, or readable console lines; auto: console on a "
                      "terminal, JSON otherwise."),
     ] = LogFormat.auto,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", metavar="N", min=1, max=64,
+                     help="Server processes sharing the port (default: one per core, at most "
+                     "4).", show_default=False),
+    ] = None,
     db: DbOption = None,
 ) -> None:  # fmt: skip
     """Run the HTTP service: the web UI at /, REST under /v1, the chat turn, the
@@ -73,11 +79,14 @@ def serve(
     sock = run.bind(settings)
     configure_logging(logging.getLevelNamesMapping()[log_level.upper()], log_format.value)
     url = run.url_of(sock)
+    workers = workers or run.default_workers()
+    processes = f" ({workers} workers)" if workers > 1 else ""
     typer.echo(
-        f"turnkeeper is serving on {url}\n  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C",
+        f"turnkeeper is serving on {url}{processes}\n"
+        f"  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C",
         err=True,
     )
-    run.serve(settings, sock)
+    run.serve(settings, sock, workers=workers)
 
 
 def _key_record(key: ApiKey) -> dict[str, object]:

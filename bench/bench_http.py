@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -71,6 +72,16 @@ def rss_mib(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1]) / 1024
     return total
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by process `pid` and its children (the workers):
+    per request, the measure the other load on a shared machine disturbs least."""
+    total = 0
+    for process in [pid, *_children(pid)]:
+        fields = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _children(pid: int) -> list[int]:
@@ -138,50 +149,93 @@ def _warm_up(url: str, token: str) -> None:
                 fresh.get("/v1/sessions/warm-up/context").raise_for_status()
 
 
-async def client(http: httpx.AsyncClient, index: int, deadline: float, tally: Tally) -> None:
+class Connection:
+    """One keep-alive HTTP/1.1 connection speaking just what the load needs.
+
+    httpx costs the client more CPU per request than the server spends on the baseline's, and
+    on a 2-core machine the load generator shares the cores with the server: it would measure
+    itself. This client writes a request in one `write` and reads a `Content-Length` answer
+    (what uvicorn sends for every JSON response), so nearly all the CPU goes to the server."""
+
+    def __init__(self, host: str, port: int, token: str) -> None:
+        self.host, self.port = host, port
+        self.auth = f"Authorization: Bearer {token}\r\n" if token else ""
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, target: str, body: object = None) -> tuple[int, bytes]:
+        if self.reader is None or self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        payload = b"" if body is None else json.dumps(body).encode()
+        head = (
+            f"{method} {target} HTTP/1.1\r\nHost: {self.host}\r\n{self.auth}"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + payload)
+        status_line = await self.reader.readuntil(b"\r\n")
+        length = 0
+        while (line := await self.reader.readuntil(b"\r\n")) != b"\r\n":
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        return int(status_line.split()[1]), await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def client(connection: Connection, index: int, deadline: float, tally: Tally) -> None:
     key = f"bench-client-{index}"
-    response = await http.post("/v1/sessions", json={"key": key, "get_or_create": True})
-    response.raise_for_status()
+    status, answer = await connection.request(
+        "POST", "/v1/sessions", {"key": key, "get_or_create": True}
+    )
+    if status not in (200, 201):
+        raise RuntimeError(f"cannot create session {key}: {status} {answer[:200]!r}")
     acked = 0
+    context = f"/v1/sessions/{key}/context?strategy=sliding_window&max_tokens=2000"
     while time.perf_counter() < deadline:
         started = time.perf_counter()
         try:
-            appended = await http.post(
+            status, answer = await connection.request(
+                "POST",
                 f"/v1/sessions/{key}/messages",
-                json={"role": "user", "content": f"{TEXT}#{acked}", "id": f"{key}-{acked}"},
+                {"role": "user", "content": f"{TEXT}#{acked}", "id": f"{key}-{acked}"},
             )
             tally.append_ms.append((time.perf_counter() - started) * 1000)
-            if appended.status_code != 201:
-                tally.errors.append(f"append {appended.status_code}: {appended.text[:200]}")
+            if status != 201:
+                tally.errors.append(f"append {status}: {answer[:200]!r}")
                 continue
             acked += 1
             started = time.perf_counter()
-            window = await http.get(
-                f"/v1/sessions/{key}/context",
-                params={"strategy": "sliding_window", "max_tokens": 2000},
-            )
+            status, answer = await connection.request("GET", context)
             tally.context_ms.append((time.perf_counter() - started) * 1000)
-            if window.status_code != 200:
-                tally.errors.append(f"context {window.status_code}: {window.text[:200]}")
-        except httpx.HTTPError as exc:
+            if status != 200:
+                tally.errors.append(f"context {status}: {answer[:200]!r}")
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             tally.errors.append(f"transport: {exc!r}")
+            connection.close()
+            connection.reader = connection.writer = None
     tally.acknowledged[key] = acked
 
 
 async def load(url: str, token: str, clients: int, seconds: float) -> tuple[Tally, float, int]:
     """Run the clients; returns the tally, the wall time and the messages lost or doubled."""
     tally = Tally()
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    connections = [Connection(host, int(port), token) for _ in range(clients)]
+    try:
         started = time.perf_counter()
         deadline = started + seconds
-        await asyncio.gather(*(client(http, n, deadline, tally) for n in range(clients)))
+        await asyncio.gather(*(client(c, n, deadline, tally) for n, c in enumerate(connections)))
         elapsed = time.perf_counter() - started
         lost = 0
         for key, acked in tally.acknowledged.items():
-            stored = (await http.get(f"/v1/sessions/{key}")).json()["message_count"]
-            lost += abs(stored - acked)
+            _, answer = await connections[0].request("GET", f"/v1/sessions/{key}")
+            lost += abs(json.loads(answer)["message_count"] - acked)
+    finally:
+        for connection in connections:
+            connection.close()
     return tally, elapsed, lost
 
 
@@ -204,19 +258,28 @@ class Run:
     elapsed: float
     lost: int
     rss: tuple[float, float]
+    cpu: float
+
+    @property
+    def requests(self) -> int:
+        return len(self.tally.append_ms) + len(self.tally.context_ms)
 
     @property
     def rate(self) -> float:
-        return (len(self.tally.append_ms) + len(self.tally.context_ms)) / self.elapsed
+        return self.requests / self.elapsed
 
 
 def row(run: Run, baseline: Run | None) -> str:
     tally, elapsed = run.tally, run.elapsed
     every = tally.append_ms + tally.context_ms
     ratio = f"{run.rate / baseline.rate:.2f}×" if baseline is not None else "1×"
+    cpu_ms = run.cpu * 1000 / max(1, len(every))
+    cpu_ratio = (
+        f" ({cpu_ms / (baseline.cpu * 1000 / max(1, baseline.requests)):.1f}×)" if baseline else ""
+    )
     return (
         f"| {run.backend} | {run.server} | {run.workers} | {run.clients} | {elapsed:.0f} s"
-        f" | {len(every):,} | {run.rate:,.0f} | {ratio}"
+        f" | {len(every):,} | {run.rate:,.0f} | {ratio} | {cpu_ms:.2f}{cpu_ratio}"
         f" | {statistics.median(every):.1f} / {pct(every, 0.99):.1f}"
         f" | {statistics.median(tally.append_ms):.1f} / {pct(tally.append_ms, 0.99):.1f}"
         f" | {statistics.median(tally.context_ms):.1f} / {pct(tally.context_ms, 0.99):.1f}"
@@ -247,14 +310,14 @@ def measure(
     """Start `server` (turnkeeper or the baseline) with `workers` on `database`, load it."""
     serve = serving if server == "turnkeeper" else serving_baseline
     with serve(database, workers) as (base, token, pid):
-        before = rss_mib(pid)
+        before, cpu_before = rss_mib(pid), cpu_seconds(pid)
         tally, elapsed, lost = asyncio.run(load(base, token, clients, seconds))
-        after = rss_mib(pid)
+        after, cpu = rss_mib(pid), cpu_seconds(pid) - cpu_before
     if MESSAGE_BYTES:  # windows of such messages do not fit 2,000 tokens
         tally.errors = [e for e in tally.errors if not e.startswith("context 422")]
     for error in tally.errors[:5]:
         print(f"error: {server}: {error}", file=sys.stderr)
-    run = Run(name, server, workers, clients, tally, elapsed, lost, (before, after))
+    run = Run(name, server, workers, clients, tally, elapsed, lost, (before, after), cpu)
     print(row(run, None), file=sys.stderr)
     return run
 
@@ -325,7 +388,9 @@ def main() -> None:
             " (`bench/baseline_app.py`: the same work by hand on the same server stack, no auth,"
             " no token counting) under the same load, one after the other in one run. Each"
             " client owns a session and loops append → context (sliding_window, 2,000 tokens)."
-            " ÷ baseline: turnkeeper's req/s over the baseline's. Latencies in ms (p50 / p99),"
+            " ÷ baseline: turnkeeper's req/s over the baseline's. Server CPU: user + system"
+            " time of all the server's processes per request (what other load on the machine"
+            " disturbs least), and turnkeeper's over the baseline's. Latencies in ms (p50 / p99),"
             " measured from the server's start (after a few warm-up requests), so the first"
             " minute is included. RSS: the resident memory of all the server's processes in MiB"
             " after warm-up → after the run"
@@ -336,9 +401,10 @@ def main() -> None:
             f"`python bench/bench_http.py {' '.join(sys.argv[1:])}`".replace(" `", "`"),
             "",
             "| backend | server | workers | clients | run | requests | req/s | ÷ baseline"
+            " | server CPU ms/req (× baseline)"
             " | all p50 / p99 | append p50 / p99 | context p50 / p99 | errors | messages lost"
             " | RSS MiB |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
         ]

@@ -48,10 +48,20 @@ LAYERS = {
     ),
     "idle worker threads (waiting for work)": ("Queue.get (queue.py",),
     "thread hand-off": ("run_sync", "to_thread", "Condition.notify", "_write_to_self"),
-    "event loop: HTTP parsing and I/O": ("h11", "selector_events", "EpollSelector"),
+    "event loop: HTTP parsing and socket I/O": ("h11", "selector_events", "EpollSelector"),
+    "event loop: scheduling": ("asyncio/",),
 }
-"""Each sample is put in the first layer (in this order) one of whose needles is in one of its
-frames, so a middleware that wraps everything does not claim its callees' time."""
+"""Each sample is put in the layer of its innermost frame that matches a needle (the first such
+layer in this order), so a middleware that wraps everything does not claim its callees' time."""
+
+
+def _layer(frames: list[str]) -> str:
+    """The layer of the innermost frame that names one (see `LAYERS`)."""
+    for frame in reversed(frames):
+        for layer, needles in LAYERS.items():
+            if any(needle in frame for needle in needles):
+                return layer
+    return "everything else (framework, routing, middlewares)"
 
 
 def summarize(collapsed: Path, top: int) -> str:
@@ -69,12 +79,7 @@ def summarize(collapsed: Path, top: int) -> str:
             inclusive[frame] += count
         if frames:
             own[frames[-1]] += count
-        for layer, needles in LAYERS.items():
-            if any(needle in frame for frame in frames for needle in needles):
-                layers[layer] += count
-                break
-        else:
-            layers["everything else (framework, routing, middlewares)"] += count
+        layers[_layer(frames)] += count
     lines = [f"{total:,} samples over every server thread.", "", "| layer | share |", "|---|---|"]
     lines += [f"| {name} | {n / total:.1%} |" for name, n in layers.most_common()]
     lines += ["", "| inclusive | function |", "|---|---|"]
@@ -103,7 +108,7 @@ def main() -> None:
             out = Path(tmp) / "profile.txt"
             recorder = subprocess.Popen(
                 [spy, "record", "--pid", str(pid), "--format", "raw", "--output", str(out),
-                 "--rate", "200", "--nonblocking"],
+                 "--rate", "100"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             tally, elapsed, _ = asyncio.run(load(base, token, args.clients, args.seconds))

@@ -1,22 +1,28 @@
-"""HTTP service load test: concurrent clients appending and building context over loopback.
+"""HTTP service load test: concurrent clients appending and building context over loopback,
+against `turnkeeper serve` and, side by side, a baseline doing the same work by hand.
 
     make bench            # or: python bench/bench_http.py [--seconds 60] [--clients 50]
+    python bench/bench_http.py --seconds 15 --workers 1,2,4 --name http-scaling
 
-`turnkeeper serve` runs in its own process (with API keys on, as deployed, and its JSON request
-logs going to /dev/null); an httpx async driver runs N clients, each owning one session and
-looping: append a user message (with a client id) → GET its context (sliding_window, 2,000
-tokens). Measured per backend: requests/s, p50/p99 latency (all requests, and per kind), errors
-(any non-2xx or transport error: must be 0) and messages lost (acknowledged appends missing
-from the store, or stored twice: must be 0).
+`turnkeeper serve --workers N` runs in its own process (with API keys on, as deployed, and its
+JSON request logs going to /dev/null); then `bench/baseline_app.py` (a minimal FastAPI app on
+the same server stack: one INSERT per append, one SELECT of the newest rows per context, no
+auth, no token counting) under the same load, each on a fresh database. An asyncio driver
+(raw HTTP/1.1 on keep-alive connections: httpx cost more CPU than the server) runs N clients,
+each owning one session and looping: append a user message (with a client id) → GET its
+context (sliding_window, 2,000 tokens). Measured per backend and server: requests/s and its
+ratio to the baseline's, the servers' CPU time per request, p50/p99 latency from the start
+(the first minute included), errors (any non-2xx or transport error: must be 0) and messages
+lost (acknowledged appends missing from the store, or stored twice: must be 0), and the
+resident memory of all the server's processes after warm-up and after the load.
 
 With `--message-bytes N` every appended message is N bytes: a test of the server's memory bound
-(results in bench/results/http-memory.md and the README's `bench:http-memory` block). Every run
-records the server's resident memory after warm-up and after the load.
+(results in bench/results/http-memory.md and the README's `bench:http-memory` block).
 
-Backends: the embedded SQLite default (synchronous=FULL: every append reaches the disk), and
-PostgreSQL when `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test database on 127.0.0.1) is
-reachable, in a schema of its own dropped afterwards. Results go to bench/results/http.md and
-into the README between the `bench:http` markers.
+Backends: the embedded SQLite default (WAL, synchronous=FULL: every append reaches the disk),
+and PostgreSQL when `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test database on 127.0.0.1)
+is reachable, in a schema of its own dropped afterwards. Results go to bench/results/NAME.md
+and into the README between the `bench:NAME` markers (NAME: `--name`, default http).
 """
 
 from __future__ import annotations
@@ -141,10 +147,10 @@ def _warm_up(url: str, token: str) -> None:
     """A few appends and builds first, so the tokenizer's one-time load is not measured (a few,
     so that each worker has likely seen one)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(base_url=url, headers=headers) as http:
+    with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
         http.post("/v1/sessions", json={"key": "warm-up"}).raise_for_status()
         for _ in range(8):
-            with httpx.Client(base_url=url, headers=http.headers) as fresh:  # another worker
+            with httpx.Client(base_url=url, headers=http.headers, timeout=120) as fresh:
                 fresh.post("/v1/sessions/warm-up/messages", json={"role": "user", "content": TEXT})
                 fresh.get("/v1/sessions/warm-up/context").raise_for_status()
 

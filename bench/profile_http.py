@@ -46,13 +46,20 @@ LAYERS = {
         "jsonable_encoder",
         "render (",
     ),
-    "idle worker threads (waiting for work)": ("Queue.get (queue.py",),
     "thread hand-off": ("run_sync", "to_thread", "Condition.notify", "_write_to_self"),
     "event loop: HTTP parsing and socket I/O": ("h11", "selector_events", "EpollSelector"),
     "event loop: scheduling": ("asyncio/",),
 }
 """Each sample is put in the layer of its innermost frame that matches a needle (the first such
 layer in this order), so a middleware that wraps everything does not claim its callees' time."""
+
+
+def _idle(frames: list[str]) -> bool:
+    """A thread waiting for work: a pool thread on its queue, the event loop in `select`."""
+    return bool(frames) and (
+        "EpollSelector.select" in frames[-1]
+        or any("Queue.get (queue.py" in frame for frame in frames[-3:])
+    )
 
 
 def _layer(frames: list[str]) -> str:
@@ -74,13 +81,21 @@ def summarize(collapsed: Path, top: int) -> str:
         stack, _, count_text = line.rpartition(" ")
         count = int(count_text)
         frames = stack.split(";")[1:]  # the first is the thread
+        if _idle(frames):
+            continue
         total += count
         for frame in set(frames):
             inclusive[frame] += count
         if frames:
             own[frames[-1]] += count
         layers[_layer(frames)] += count
-    lines = [f"{total:,} samples over every server thread.", "", "| layer | share |", "|---|---|"]
+    lines = [
+        f"{total:,} samples of busy server threads (idle pool threads and the event loop"
+        " waiting in select left out).",
+        "",
+        "| layer | share |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {n / total:.1%} |" for name, n in layers.most_common()]
     lines += ["", "| inclusive | function |", "|---|---|"]
     lines += [f"| {n / total:.1%} | `{f}` |" for f, n in inclusive.most_common(top)]

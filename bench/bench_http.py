@@ -71,13 +71,20 @@ def _free_port() -> int:
 
 
 def rss_mib(pid: int) -> float:
-    """Resident memory of process `pid` and its children (the workers) in MiB, from VmRSS."""
-    total = 0.0
-    for process in [pid, *_children(pid)]:
-        for line in Path(f"/proc/{process}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) / 1024
-    return total
+    """Memory of the server in MiB: the resident set (VmRSS) of a single process; with workers,
+    the sum of every process's proportional share (Pss), so pages the workers share since the
+    fork are counted once, not once per worker."""
+    children = _children(pid)
+    if not children:
+        return _status_kib(f"/proc/{pid}/status", "VmRSS:") / 1024
+    return sum(_status_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in [pid, *children]) / 1024
+
+
+def _status_kib(path: str, field: str) -> int:
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1])
+    return 0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -398,8 +405,9 @@ def main() -> None:
             " time of all the server's processes per request (what other load on the machine"
             " disturbs least), and turnkeeper's over the baseline's. Latencies in ms (p50 / p99),"
             " measured from the server's start (after a few warm-up requests), so the first"
-            " minute is included. RSS: the resident memory of all the server's processes in MiB"
-            " after warm-up → after the run"
+            " minute is included. RSS: the server's resident memory in MiB (with workers: the sum of"
+            " their proportional shares, Pss, so shared pages count once) after warm-up → after"
+            " the run"
             + (f"; messages of {args.message_bytes:,} bytes." if args.message_bytes else ".")
             + f" Machine: {os.cpu_count()} cores, load average {load_before[0]:.1f} before →"
             f" {load_after[0]:.1f} after" + (f" ({args.note})." if args.note else "."),

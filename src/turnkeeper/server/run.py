@@ -33,6 +33,7 @@ from turnkeeper.errors import InvalidConfig
 from turnkeeper.logs import get_logger
 from turnkeeper.server.app import check_bind, create_app
 from turnkeeper.server.memory import limit_arenas
+from turnkeeper.tokens import counter_for
 
 
 def bind(settings: Settings) -> socket.socket:
@@ -89,6 +90,10 @@ def default_workers() -> int:
 def serve(settings: Settings, sock: socket.socket, *, workers: int = 1) -> None:
     """Serve the app on the bound socket until interrupted, in `workers` processes; only worker
     0 runs the expiry sweeper."""
+    if workers > 1:
+        # The tokenizer's rank tables are the bulk of a worker's memory: loaded once here, before
+        # the fork, the workers share their pages instead of each building its own copy.
+        counter_for(settings.token_encoding).count_text("loaded before the workers fork")
     serve_app(lambda index: create_app(settings, sweep=index == 0), settings, sock, workers=workers)
 
 

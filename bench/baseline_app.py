@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -68,14 +66,15 @@ class SQLite:
 
 
 class Postgres:
-    """A psycopg pool of 8 connections (turnkeeper's default pool size), autocommit."""
+    """A psycopg pool of 8 connections (turnkeeper's default pool size), autocommit; the table
+    is `baseline_messages` (the SQL says `messages`)."""
 
     def __init__(self, url: str) -> None:
         from psycopg_pool import ConnectionPool
 
         self.pool = ConnectionPool(url, min_size=8, max_size=8, kwargs={"autocommit": True})
         self.execute(
-            "CREATE TABLE IF NOT EXISTS baseline_messages (session TEXT NOT NULL,"
+            "CREATE TABLE IF NOT EXISTS messages (session TEXT NOT NULL,"
             " seq INTEGER NOT NULL, id TEXT, role TEXT NOT NULL, content TEXT NOT NULL,"
             " created_at TEXT NOT NULL, PRIMARY KEY (session, seq))",
             (),
@@ -91,10 +90,6 @@ def create_app(database_url: str) -> FastAPI:
     """The baseline app on `database_url` (sqlite:///… or postgresql://…)."""
     app = FastAPI()
     holder: dict[str, Database] = {}
-
-    @contextmanager
-    def _nothing() -> Iterator[None]:
-        yield
 
     def db() -> Database:
         if "db" not in holder:

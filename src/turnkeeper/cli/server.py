@@ -62,11 +62,12 @@ def serve(
                      "terminal, JSON otherwise."),
     ] = LogFormat.auto,
     workers: Annotated[
-        int | None,
+        int,
         typer.Option("--workers", metavar="N", min=1, max=64,
-                     help="Server processes sharing the port (default: one per core, at most "
-                     "4).", show_default=False),
-    ] = None,
+                     help="Server processes sharing the port. More use more cores (PostgreSQL: "
+                     "up to one per core; SQLite: 2 at most, its writers wait for one lock); "
+                     "/metrics then counts per process."),
+    ] = 1,
     db: DbOption = None,
 ) -> None:  # fmt: skip
     """Run the HTTP service: the web UI at /, REST under /v1, the chat turn, the
@@ -79,7 +80,6 @@ def serve(
     sock = run.bind(settings)
     configure_logging(logging.getLevelNamesMapping()[log_level.upper()], log_format.value)
     url = run.url_of(sock)
-    workers = workers or run.default_workers()
     processes = f" ({workers} workers)" if workers > 1 else ""
     typer.echo(
         f"turnkeeper is serving on {url}{processes}\n"

@@ -81,12 +81,6 @@ with an error instead of forking in a loop."""
 log = get_logger("turnkeeper.server")
 
 
-def default_workers() -> int:
-    """Workers `turnkeeper serve` starts when not told: one per core, at most 4 (measured on
-    SQLite and PostgreSQL: see the README's performance section)."""
-    return max(1, min(4, os.cpu_count() or 1))
-
-
 def serve(settings: Settings, sock: socket.socket, *, workers: int = 1) -> None:
     """Serve the app on the bound socket until interrupted, in `workers` processes; only worker
     0 runs the expiry sweeper."""

@@ -193,6 +193,20 @@ def test_a_stopped_service_leaves_no_worker_behind(env: dict[str, str], tmp_path
     assert not any("Traceback" in line for line in lines)
 
 
+def test_workers_stop_when_their_supervisor_is_killed(env: dict[str, str], tmp_path: Path) -> None:
+    with served(env, tmp_path, "--workers", "2") as (url, _):
+        _ready(url)
+        processes = _serving(tmp_path / "served.db")
+        pids = {p.pid for p in processes}
+        (supervisor,) = [p for p in processes if p.ppid() not in pids]
+        workers = [p for p in processes if p is not supervisor]
+        supervisor.kill()  # SIGKILL: no chance to stop the workers itself
+        for worker in workers:
+            worker.wait(timeout=10)  # the kernel told them (raises if one goes on serving)
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/healthz", timeout=2)
+
+
 def _serving(database: Path) -> list[Any]:
     """The processes of the `turnkeeper serve` on `database` (forked workers share its
     command line)."""

@@ -15,6 +15,8 @@ in worker 0 only; a restarted worker 0 takes it over.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import os
 import signal
@@ -157,6 +159,7 @@ class Supervisor:
             try:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(sig, signal.SIG_DFL)
+                _stop_with_parent()
                 _run(self.factory(index), self.sock)
             except BaseException:
                 traceback.print_exc()
@@ -173,3 +176,19 @@ class Supervisor:
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):  # exited meanwhile
                 os.kill(pid, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
+"""Linux `prctl` option: the signal a process gets when its parent dies."""
+
+
+def _stop_with_parent() -> None:
+    """Have the kernel send this worker SIGTERM if the supervisor dies (even by SIGKILL), so no
+    worker goes on serving unsupervised; a no-op off Linux."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return

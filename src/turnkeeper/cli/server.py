@@ -64,9 +64,8 @@ def serve(
     workers: Annotated[
         int,
         typer.Option("--workers", metavar="N", min=1, max=64,
-                     help="Server processes sharing the port. More use more cores (PostgreSQL: "
-                     "up to one per core; SQLite: 2 at most, its writers wait for one lock); "
-                     "/metrics then counts per process."),
+                     help="Server processes sharing the port: up to one per core pays "
+                     "(/metrics then counts per process)."),
     ] = 1,
     db: DbOption = None,
 ) -> None:  # fmt: skip

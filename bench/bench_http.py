@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import socket
 import statistics
 import subprocess
@@ -412,7 +413,7 @@ def main() -> None:
             + f" Machine: {os.cpu_count()} cores, load average {load_before[0]:.1f} before →"
             f" {load_after[0]:.1f} after" + (f" ({args.note})." if args.note else "."),
             "",
-            f"`python bench/bench_http.py {' '.join(sys.argv[1:])}`".replace(" `", "`"),
+            f"`python bench/bench_http.py {shlex.join(sys.argv[1:])}`".replace(" `", "`"),
             "",
             "| backend | server | workers | clients | run | requests | req/s | ÷ baseline"
             " | server CPU ms/req (× baseline)"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -172,8 +173,14 @@ def test_workers_share_the_port_and_only_one_of_them_sweeps(
     with served(env, tmp_path, "--workers", "3") as (url, lines):
         _ready(url)
         time.sleep(2)  # every worker has started, and the sweeper has run several times
-        for n in range(30):  # a new connection each: the kernel spreads them over the workers
-            httpx.post(f"{url}/v1/sessions", json={"key": f"k{n}"}).raise_for_status()
+        # many at once, a new connection each: while one worker is busy, another accepts
+        with ThreadPoolExecutor(10) as pool:
+            answers = list(
+                pool.map(
+                    lambda n: httpx.post(f"{url}/v1/sessions", json={"key": f"k{n}"}), range(60)
+                )
+            )
+        assert {answer.status_code for answer in answers} == {201}
     assert lines[0] == f"turnkeeper is serving on {url} (3 workers)"
     records = [json.loads(line) for line in lines[2:] if line.startswith("{")]
     serving = {r["pid"] for r in records if r["event"] == "http_request"}

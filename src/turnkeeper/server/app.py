@@ -47,9 +47,11 @@ OpenAI-compatible proxy that remembers. Every error is an RFC 9457 problem docum
 (`application/problem+json`)."""
 
 
-def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
+def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool = True) -> FastAPI:
     """The HTTP service over `settings`. With `tk`, the app serves that (open) Turnkeeper and
-    leaves closing it to the caller; without, it opens one on `settings.database_url` itself."""
+    leaves closing it to the caller; without, it opens one on `settings.database_url` itself.
+    `sweep=False` leaves out the expiry sweeper (the other workers of one `serve`: one sweeper
+    per deployment is enough)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -61,7 +63,8 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
         app.state.keys = service.keys
         app.state.turns = ChatTurns(service, llm)
         sweeper = Sweeper(service)  # hourly expiry cleanup; one sweeper at a time per database
-        sweeper.start()
+        if sweep:
+            sweeper.start()
         trimmer = Trimmer()  # freed memory goes back to the system after a burst
         trimmer.start()
         try:

@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
+from starlette.concurrency import run_in_threadpool
 
 from turnkeeper.config import Settings
 from turnkeeper.errors import Conflict, SessionNotFound
@@ -19,8 +20,12 @@ from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
 from turnkeeper.validation import NAME_PATTERN
 
-# The three getters below only read `app.state`: async, so they run on the event loop and
-# never wait for a thread (a probe must not queue behind requests; see routes.health).
+# Every dependency here is async: FastAPI runs a sync dependency in the thread pool, and a
+# request's chain (caller, scope, session, attempt) was six hand-offs to a thread and back, each
+# a wake-up of the event loop, for work that is a few attribute reads. Only what reads the
+# database (authenticating without the gate, resolving a key across projects) takes a thread,
+# and only when it has to. The getters of `app.state` never wait for a thread either (a probe
+# must not queue behind requests; see routes.health).
 
 
 async def get_tk(request: Request) -> Turnkeeper:
@@ -38,17 +43,19 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-def get_caller(
+async def get_caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Caller:
-    """The caller `gate.CallerGate` authenticated before the body was read (or, for an app
-    served without the gate, authenticated here)."""
+    """The caller `gate.CallerGate` authenticated before the body was read (or, for a request
+    without a body, or an app served without the gate, authenticated here)."""
     caller: Caller | None = getattr(request.state, "caller", None)
-    return caller if caller is not None else authenticate(request, credentials)
+    if caller is not None:
+        return caller
+    return await run_in_threadpool(authenticate, request, credentials)
 
 
-def get_scope(
+async def get_scope(
     caller: Annotated[Caller, Depends(get_caller)],
     project: Annotated[
         str | None,
@@ -101,15 +108,17 @@ def resolve_session(tk: Turnkeeper, ref: str, scope: str | None) -> str:
     return ref
 
 
-def get_session_ref(session: SessionPath, scope: Scope, tk: TK) -> str:
-    return resolve_session(tk, session, scope)
+async def get_session_ref(session: SessionPath, scope: Scope, tk: TK) -> str:
+    if scope is not None:  # what `resolve_session` returns without reading anything
+        return session
+    return await run_in_threadpool(resolve_session, tk, session, scope)
 
 
 SessionRef = Annotated[str, Depends(get_session_ref)]
 """The `{session}` path parameter, resolved for the caller (see `resolve_session`)."""
 
 
-def get_attempt(
+async def get_attempt(
     request: Request,
     idempotency_key: Annotated[
         str | None,

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
@@ -52,6 +53,15 @@ def spread_event(
     return event_dict
 
 
+def add_process_id(
+    logger: Any, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: the id of the process that logged (`pid`)."""
+    record = event_dict.get("_record")
+    event_dict["pid"] = getattr(record, "process", None) or os.getpid()
+    return event_dict
+
+
 def configure_logging(
     level: int = logging.INFO, log_format: LogFormat = "auto"
 ) -> Callable[[], None]:
@@ -75,6 +85,8 @@ def configure_logging(
                 structlog.stdlib.add_log_level,
                 structlog.stdlib.add_logger_name,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
+                # which process wrote the line: `serve --workers N` runs several
+                *([add_process_id] if log_format == "json" else []),
             ],
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,

@@ -295,27 +295,36 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
     def summarize_session(
         ctx: Context,
         session: SessionArg,
+        max_tokens: Annotated[
+            int | None,
+            Field(description="The token budget the session must fit, a positive integer "
+                  "(default: from the model's context window). What does not fit is "
+                  "summarized."),
+        ] = None,
         keep_recent: Annotated[
             int | None,
-            Field(description="How many recent messages stay verbatim and out of the summary "
+            Field(description="How many recent messages stay verbatim, never summarized "
                   "(a positive integer; default: the server's setting)."),
         ] = None,
+        model: Annotated[
+            str | None,
+            Field(description="The model the budget is for, e.g. 'gpt-4o'."),
+        ] = None,
     ) -> CallToolResult:  # fmt: skip
-        """Summarize the older part of a session (all but the last `keep_recent` messages) and
-        store the summary as a checkpoint that later context windows reuse. Answers the
-        summary, the seq it covers up to, and the window's report; the summary is null when
-        nothing is old enough to summarize."""
+        """Fit a session into a token budget by summarizing its older messages (all but the
+        last `keep_recent`) when the whole does not fit. The summary is stored as a checkpoint
+        that later context windows reuse, so each turn summarizes only what is new. Answers
+        the summary (null when everything fits), the seq it covers up to, and the report."""
 
         def work(scope: str | None) -> Any:
             ref = session_in(session, scope)
             window = tk.context(
-                ref, strategy=StrategyName.SUMMARIZE, keep_recent=keep_recent, project=scope
-            )
-            checkpoints = (
-                tk.summaries(ref, project=scope) if window.report.messages_summarized else []
-            )
-            latest = checkpoints[-1] if checkpoints else None
-            return {"summary": latest, "report": window.report}
+                ref, strategy=StrategyName.SUMMARIZE, max_tokens=max_tokens,
+                keep_recent=keep_recent, model=model, project=scope,
+            )  # fmt: skip
+            summarized = window.report.messages_summarized > 0
+            checkpoints = tk.summaries(ref, project=scope) if summarized else []
+            return {"summary": checkpoints[-1] if checkpoints else None, "report": window.report}
 
         return answer(ctx, work)
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
@@ -61,3 +61,15 @@ def error_of(result: CallToolResult) -> str:
     """A failed tool call's message."""
     assert result.is_error, result
     return text_of(result)
+
+
+def mcp_error_in(exc: BaseException) -> MCPError | None:
+    """The `MCPError` an exception is, or holds (the SDK's task groups wrap what they raise
+    in exception groups)."""
+    if isinstance(exc, MCPError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := mcp_error_in(inner)) is not None:
+                return found
+    return None

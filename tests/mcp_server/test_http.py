@@ -150,3 +150,30 @@ def test_the_tools_work_on_postgresql(postgres_url: str, tmp_path: Path) -> None
         got = _conversation(service.served.url, service.keys["alpha"])
         assert got["window"]["report"]["messages_included"] == 2
         assert [s["key"] for s in got["listed"]["sessions"]] == ["plan"]
+
+
+def test_without_keys_mcp_answers_loopback_names_only(tmp_path: Path) -> None:
+    """`--no-auth` (loopback only): the local admin needs no key, and a page that reaches the
+    port through DNS rebinding (another Host, or another Origin) is refused."""
+    db = f"sqlite:///{tmp_path / 'open.db'}"
+    with turnkeeper.open(db) as tk:
+        tk.create_session(key="secret", project="beta")
+    with serve(db, tmp_path / "serve.log", "--no-auth") as served:
+
+        async def listed() -> dict[str, Any]:
+            async with over_http(served.url, None) as mcp:
+                return document(await mcp.call_tool("list_sessions", {}))
+
+        assert [s["key"] for s in run_async(listed())["sessions"]] == ["secret"]
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        rebound_host = httpx.post(
+            f"{served.url}/mcp", json=request, headers={**accept, "Host": "attacker.example"}
+        )
+        rebound_origin = httpx.post(
+            f"{served.url}/mcp",
+            json=request,
+            headers={**accept, "Origin": "http://attacker.example"},
+        )
+    assert rebound_host.status_code == 421
+    assert rebound_origin.status_code == 403

@@ -78,6 +78,21 @@ def test_a_project_key_uses_the_tools_over_http(service: Service) -> None:
         ]  # fmt: skip
 
 
+def test_a_body_over_the_services_limit_is_refused_at_mcp_too(service: Service) -> None:
+    too_big = httpx.post(
+        f"{service.served.url}/mcp",
+        content=b"[" + b" " * (8 * 1024 * 1024) + b"]",  # the default limit is 8 MiB
+        headers={
+            "Authorization": f"Bearer {service.keys['alpha']}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+        timeout=60,
+    )
+    assert too_big.status_code == 413
+    assert "larger than the limit" in too_big.json()["detail"]
+
+
 def test_another_projects_session_is_not_found_over_mcp(service: Service) -> None:
     theirs = service.beta_session
 

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
 
@@ -34,7 +34,7 @@ async def over_http(url: str, key: str | None) -> AsyncIterator[ClientSession]:
     """A session with the service's `/mcp` at `url`, sending `key` as the bearer token."""
     headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
         streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):

@@ -40,9 +40,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cache", ("cache",)),
     ("context", ("context",)),
     ("transfer", ("jsonl", "importers")),
-    ("core", ("service", "expiry", "traces", "llm", "turns", "apikeys")),
+    ("core", ("service", "expiry", "traces", "llm", "turns", "apikeys", "callers")),
     ("assembly", ("", "assemble", "prometheus")),
-    ("interfaces", ("adapters", "server", "cli", "__main__", "testing")),
+    ("interfaces", ("adapters", "server", "cli", "mcp", "__main__", "testing")),
 )
 """Lowest first. A module belongs to the layer of its longest matching name (`""` is the
 package itself); it may import from its own layer and the ones before it."""

@@ -21,7 +21,7 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.expiry import Sweeper
 from turnkeeper.llm import LLMClient
-from turnkeeper.server import gate, problems, ui
+from turnkeeper.server import gate, mcp, problems, ui
 from turnkeeper.server.memory import Trimmer, limit_threads
 from turnkeeper.server.observability import RequestObserver
 from turnkeeper.server.routes import (
@@ -85,6 +85,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool 
     for module in ROUTERS:
         app.include_router(module.router)
     problems.install(app)
+    mcp.install(app)  # MCP over streamable HTTP at /mcp, when the `mcp` extra is installed
     ui.install(app)  # the web UI at `/`, after problems so its login redirect takes precedence
     gate.install(app, max_request_bytes=settings.max_request_bytes)
     app.add_middleware(RequestObserver)

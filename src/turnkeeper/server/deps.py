@@ -13,9 +13,9 @@ from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
 from starlette.concurrency import run_in_threadpool
 
+from turnkeeper.callers import Caller, resolve_session
 from turnkeeper.config import Settings
-from turnkeeper.errors import Conflict, SessionNotFound
-from turnkeeper.server.auth import Caller, authenticate, bearer
+from turnkeeper.server.auth import authenticate, bearer
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
 from turnkeeper.validation import NAME_PATTERN
@@ -85,27 +85,6 @@ SessionPath = Annotated[
         examples=["support-42"],
     ),
 ]
-
-
-def resolve_session(tk: Turnkeeper, ref: str, scope: str | None) -> str:
-    """What `ref` names for a caller working in `scope`. In a project, `ref` as given (the core
-    looks keys up there). Across all projects (an admin naming none), a key is found in
-    whichever project holds it, and returned as that session's id; a key held in several
-    projects is a `Conflict` naming them; a key held nowhere is returned as given (the default
-    project's, e.g. for a turn that creates it)."""
-    if scope is not None:
-        return ref
-    try:
-        return tk.store.get_session(ref).id
-    except SessionNotFound:
-        pass
-    holders = tk.list_sessions(key=ref, limit=1000).items
-    projects = sorted({session.project for session in holders})
-    if len(projects) > 1:
-        raise Conflict(f"session key {ref!r} is ambiguous: in projects {', '.join(projects)}")
-    if projects:
-        return tk.get_session(ref, project=projects[0]).id
-    return ref
 
 
 async def get_session_ref(session: SessionPath, scope: Scope, tk: TK) -> str:

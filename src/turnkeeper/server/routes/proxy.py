@@ -18,7 +18,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse
 
-from turnkeeper.server.deps import AttemptDep, Scope, Turns, resolve_session
+from turnkeeper.callers import resolve_session
+from turnkeeper.server.deps import AttemptDep, Scope, Turns
 from turnkeeper.server.problems import PROBLEM_RESPONSES, openai_error, problem_for_error
 from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
 from turnkeeper.server.schemas import ProxyRequest

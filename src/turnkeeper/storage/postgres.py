@@ -35,6 +35,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.storage import sql
 from turnkeeper.storage.postgres_schema import LATEST_VERSION, MIGRATION_LOCK, MIGRATIONS
+from turnkeeper.storage.search_sql import PostgresSearch
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.types import (
     AgentState,
@@ -128,7 +129,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(sql.SQLReads):
+class PostgresStore(sql.SQLReads, PostgresSearch):
     """`Store` on PostgreSQL. See `turnkeeper.storage.base.Store` for the contract."""
 
     dialect = POSTGRES

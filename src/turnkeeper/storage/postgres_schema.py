@@ -11,6 +11,7 @@ independent turnkeeper stores (the test suite gives each test its own schema).
 
 from __future__ import annotations
 
+from turnkeeper.storage.search_sql import MIGRATION_NAME, PG_STEPS
 from turnkeeper.storage.sqlite_schema import Migration
 
 MIGRATION_LOCK = 7_301_114_225_806_337
@@ -142,6 +143,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(6, MIGRATION_NAME, PG_STEPS),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -26,6 +26,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.storage import sql
 from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
+from turnkeeper.storage.search_sql import SQLiteSearch
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.storage.sqlite_schema import LATEST_VERSION, MIGRATIONS
 from turnkeeper.types import (
@@ -56,7 +57,7 @@ SQLITE = Dialect(encode_ts=to_ts, decode_ts=from_ts, encode_json=dump_json, deco
 """SQLite keeps times as fixed-width UTC text (which sorts in time order) and JSON as text."""
 
 
-class SQLiteStore(sql.SQLReads):
+class SQLiteStore(sql.SQLReads, SQLiteSearch):
     """`Store` on a SQLite file. See `turnkeeper.storage.base.Store` for the contract."""
 
     dialect = SQLITE
@@ -345,12 +346,15 @@ class SQLiteStore(sql.SQLReads):
                     f"cannot import session {session.id}: key {session.key!r} is held by"
                     f" another live session of project {session.project!r}"
                 )
-            before = tx.total_changes
-            tx.executemany(
-                sql.INSERT_MESSAGE.replace("INSERT", "INSERT OR IGNORE", 1),
-                [sql.message_params(session.id, m.seq, m, SQLITE) for m in messages],
+            # The cursor's rowcount, not the connection's total_changes: the latter also
+            # counts the rows the full-text index's triggers write.
+            added = max(
+                tx.executemany(
+                    sql.INSERT_MESSAGE.replace("INSERT", "INSERT OR IGNORE", 1),
+                    [sql.message_params(session.id, m.seq, m, SQLITE) for m in messages],
+                ).rowcount,
+                0,
             )
-            added = tx.total_changes - before
             tx.executemany(sql.INSERT_TRACE, sql.trace_params(session.id, traces))
             if added:
                 tx.execute(sql.RECOMPUTE_TOTALS, (to_ts(session.updated_at), session.id)).fetchall()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from turnkeeper.storage.search_sql import MIGRATION_NAME, SQLITE_STEPS
+
 
 class Migration(NamedTuple):
     version: int
@@ -164,6 +166,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(7, MIGRATION_NAME, SQLITE_STEPS),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -15,12 +15,15 @@ from turnkeeper.cli.app import DbOption, JsonOption, app, open_ctx, parse_since
 from turnkeeper.cli.output import Output
 from turnkeeper.storage.search import SearchHit
 
-TimeOption = Annotated[
-    datetime | None,
-    typer.Option(
-        parser=parse_since, metavar="TIME", help="ISO 8601 time (UTC if no zone is given)."
-    ),
-]
+
+def _time_option(name: str, meaning: str) -> Any:
+    return typer.Option(
+        name,
+        parser=parse_since,
+        metavar="TIME",
+        help=f"Messages created {meaning} (ISO 8601; UTC if no zone is given).",
+        show_default=False,
+    )
 
 
 @app.command("search")
@@ -45,8 +48,8 @@ def search(
     kind: Annotated[
         str | None, typer.Option("--kind", metavar="K", help="Only sessions of this kind.")
     ] = None,
-    since: Annotated[TimeOption, typer.Option("--since")] = None,
-    until: Annotated[TimeOption, typer.Option("--until")] = None,
+    since: Annotated[datetime | None, _time_option("--since", "at or after")] = None,
+    until: Annotated[datetime | None, _time_option("--until", "before")] = None,
     internal: Annotated[
         bool, typer.Option("--internal/--no-internal", help="Include internal messages.")
     ] = True,

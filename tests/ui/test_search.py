@@ -26,7 +26,7 @@ def test_the_search_box_finds_message_content_with_the_words_highlighted(
 ) -> None:
     seed(ui)
     as_alpha.goto("/")
-    box = as_alpha.get_by_role("searchbox", name="Search messages")
+    box = as_alpha.get_by_role("searchbox", name="Find messages")
     box.fill("lisbon")
     box.press("Enter")
     expect(as_alpha).to_have_url("/search?q=lisbon")

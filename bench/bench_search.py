@@ -31,7 +31,7 @@ from pathlib import Path
 
 from turnkeeper.config import load_settings
 from turnkeeper.service import Turnkeeper
-from turnkeeper.storage.search_sql import MIGRATION_NAME
+from turnkeeper.storage.migrations import MIGRATIONS
 from turnkeeper.storage.sqlite import SQLiteStore
 
 RESULTS = Path(__file__).parent / "results" / "search.md"
@@ -61,24 +61,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def search_version(migrations: object) -> int:
-    """The version of the migration that adds the full-text index."""
-    for migration in migrations:  # type: ignore[attr-defined]
-        if migration.name == MIGRATION_NAME:
-            return int(migration.version)
-    raise SystemExit("no full-text search migration found")
-
-
-def sqlite_migrations() -> object:
-    from turnkeeper.storage.sqlite_schema import MIGRATIONS
-
-    return MIGRATIONS
-
-
-def postgres_migrations() -> object:
-    from turnkeeper.storage.postgres_schema import MIGRATIONS
-
-    return MIGRATIONS
+BEFORE_SEARCH = (
+    next(m.version for m in MIGRATIONS if m.name == "full-text search of message content") - 1
+)
+"""The schema version just before the full-text index."""
 
 
 # -- 1. what the index costs an append ---------------------------------------------------------
@@ -93,9 +79,8 @@ def interleaved_appends(root: Path, count: int, round_size: int = 50) -> dict[st
         " content TEXT, created_at TEXT, tokens INTEGER, PRIMARY KEY (session_id, seq))"
     )
     settings = load_settings(database_url=f"sqlite:///{root / 'unused.db'}")
-    before = search_version(sqlite_migrations()) - 1
     plain = Turnkeeper(
-        SQLiteStore(f"sqlite:///{root / 'plain.db'}", target_version=before), settings
+        SQLiteStore(f"sqlite:///{root / 'plain.db'}", target_version=BEFORE_SEARCH), settings
     )
     indexed = Turnkeeper(SQLiteStore(f"sqlite:///{root / 'indexed.db'}"), settings)
     times: dict[str, list[float]] = {"raw": [], "plain": [], "indexed": []}
@@ -163,8 +148,7 @@ def session_rows(sessions: int, per_session: int) -> list[tuple[object, ...]]:
 
 
 def fill_sqlite(path: Path, messages: int, sessions: int) -> None:
-    before = search_version(sqlite_migrations()) - 1
-    SQLiteStore(f"sqlite:///{path}", target_version=before).close()
+    SQLiteStore(f"sqlite:///{path}", target_version=BEFORE_SEARCH).close()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous = OFF")
     conn.execute("BEGIN")
@@ -193,8 +177,7 @@ def fill_postgres(url: str, messages: int, sessions: int) -> None:
 
     from turnkeeper.storage.postgres import PostgresStore
 
-    before = search_version(postgres_migrations()) - 1
-    PostgresStore(url, target_version=before).close()
+    PostgresStore(url, target_version=BEFORE_SEARCH).close()
     with psycopg.connect(url) as conn, conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO sessions (id, key, project, created_at, updated_at, message_count,"

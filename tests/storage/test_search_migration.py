@@ -10,16 +10,12 @@ from pathlib import Path
 from turnkeeper.config import load_settings
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
+from turnkeeper.storage.migrations import MIGRATIONS
 from turnkeeper.storage.search import SearchStore
-from turnkeeper.storage.search_sql import MIGRATION_NAME
-from turnkeeper.storage.sqlite_schema import Migration
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def version_before_search(migrations: tuple[Migration, ...]) -> int:
-    (search,) = [m for m in migrations if m.name == MIGRATION_NAME]
-    return search.version - 1
+(SEARCH_STEP,) = [m.version for m in MIGRATIONS if m.name == "full-text search of message content"]
+BEFORE_SEARCH = SEARCH_STEP - 1
 
 
 def _upgrade_finds_old_messages(open_store: Callable[[int | None], Store], tmp_path: Path) -> None:
@@ -42,14 +38,13 @@ def _upgrade_finds_old_messages(open_store: Callable[[int | None], Store], tmp_p
 
 def test_a_sqlite_database_from_before_the_index_is_indexed_on_upgrade(tmp_path: Path) -> None:
     from turnkeeper.storage.sqlite import SQLiteStore
-    from turnkeeper.storage.sqlite_schema import MIGRATIONS
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
 
     def open_store(version: int | None) -> Store:
         if version is None:
             return SQLiteStore(url)
-        return SQLiteStore(url, target_version=version_before_search(MIGRATIONS))
+        return SQLiteStore(url, target_version=BEFORE_SEARCH)
 
     _upgrade_finds_old_messages(open_store, tmp_path)
 
@@ -58,11 +53,10 @@ def test_a_postgres_database_from_before_the_index_is_indexed_on_upgrade(
     postgres_url: str, tmp_path: Path
 ) -> None:
     from turnkeeper.storage.postgres import PostgresStore
-    from turnkeeper.storage.postgres_schema import MIGRATIONS
 
     def open_store(version: int | None) -> Store:
         if version is None:
             return PostgresStore(postgres_url)
-        return PostgresStore(postgres_url, target_version=version_before_search(MIGRATIONS))
+        return PostgresStore(postgres_url, target_version=BEFORE_SEARCH)
 
     _upgrade_finds_old_messages(open_store, tmp_path)

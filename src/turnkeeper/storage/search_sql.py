@@ -1,4 +1,4 @@
-"""The full-text index on the SQL backends: its schema steps and its queries, per dialect.
+"""The full-text index on the SQL backends: its queries, per dialect.
 
 SQLite keeps an FTS5 external-content table over `messages` (the text is not stored twice),
 indexed under the message row's rowid and kept in step by triggers, so every statement that
@@ -11,11 +11,8 @@ a message: longer messages are found by their beginning.
 
 Both use the language-neutral word splitter (lower-cased words, no stemming, no stop words), so
 a query finds the same messages on either backend; ranks differ in scale (BM25 on SQLite, cover
-density on PostgreSQL). The migration steps below are applied by each backend's migration
-history, which also fills the index from the messages already stored.
-
-A later migration that rebuilds the `messages` table on SQLite must rebuild this index too
-(`INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')`): it is keyed by rowid.
+density on PostgreSQL). The index itself is step 7 of the migration history
+(`storage/migrations.py`), which also fills it from the messages already stored.
 """
 
 from __future__ import annotations
@@ -38,37 +35,8 @@ from turnkeeper.types import Role
 
 SNIPPET_WORDS = 24
 PG_INDEXED_CHARS = 100_000
-
-SQLITE_STEPS: tuple[str, ...] = (
-    """CREATE VIRTUAL TABLE messages_fts USING fts5(
-        content, content='messages', content_rowid='rowid',
-        tokenize='unicode61 remove_diacritics 0'
-    )""",
-    """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-        INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
-    END""",
-    """CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, content)
-            VALUES ('delete', old.rowid, old.content);
-    END""",
-    """CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, content)
-            VALUES ('delete', old.rowid, old.content);
-        INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
-    END""",
-    "INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')",
-)
-"""The SQLite migration step: the index, its triggers, and the messages stored so far."""
-
-PG_STEPS: tuple[str, ...] = (
-    # Adding a stored generated column rewrites the table: existing messages are indexed here.
-    f"""ALTER TABLE messages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS
-        (to_tsvector('simple'::regconfig, left(content, {PG_INDEXED_CHARS}))) STORED""",
-    "CREATE INDEX messages_search ON messages USING GIN (search_vector)",
-)
-"""The PostgreSQL migration step: the generated column and its GIN index."""
-
-MIGRATION_NAME = "full-text search of message content"
+"""How much of a message PostgreSQL indexes: the `left(content, 100000)` of the generated
+column in `migrations` (a tsvector holds at most 1 MB)."""
 
 HIT_COLUMNS = (
     "m.session_id, s.key AS session_key, s.title AS session_title, s.project,"

@@ -4,7 +4,7 @@ SQLite and PostgreSQL store the same tables and keep the same contract, so every
 not depend on the driver lives here once: the column lists, the queries both dialects accept
 (written with `?` placeholders; the PostgreSQL store translates them), turning rows into domain
 values, and the pure decision of what an append stores. The backends keep only what differs:
-connections, transactions, locking and the few statements the dialects spell differently.
+connections, transactions and how their driver's errors read; every write is in `sql_store`.
 
 A `Dialect` says how values cross the boundary: SQLite keeps times as fixed-width UTC text and
 JSON as text; PostgreSQL has `timestamptz` and `jsonb`, which the driver converts itself.
@@ -54,12 +54,15 @@ class Row(Protocol):
 
 @dataclass(frozen=True)
 class Dialect:
-    """How one backend encodes times and JSON on the way in, and decodes them on the way out."""
+    """How one backend encodes times and JSON on the way in, and decodes them on the way out;
+    which migration DDL it runs (`name`), and what locks a selected row (`row_lock`)."""
 
+    name: str
     encode_ts: Callable[[datetime], Any]
     decode_ts: Callable[[Any], datetime]
     encode_json: Callable[[Any], Any]
     decode_json: Callable[[Any], Any]
+    row_lock: str = ""
 
     def encode_ts_or_none(self, value: datetime | None) -> Any:
         return None if value is None else self.encode_ts(value)

@@ -1,0 +1,345 @@
+"""Every write of the `Store` contract, written once for all SQL backends.
+
+A backend supplies only what its driver makes different, as hooks:
+
+- `_transaction()`: one write transaction, yielding an `Executor` that takes the shared
+  `?`-placeholder SQL (PostgreSQL's translates it to `%s`), rolls back on any error and maps
+  driver errors to turnkeeper's at its boundary (the one place each backend translates them);
+- `_read()` (from `SQLReads`): one query outside a write transaction;
+- `dialect.row_lock`: what a SELECT appends to lock the session row it reads
+  (` FOR UPDATE` on PostgreSQL; nothing on SQLite, whose `BEGIN IMMEDIATE` already holds the
+  database's one write lock);
+- `dialect` encoders for times and JSON;
+- `_recorded()`: what a backend notes after a migration step besides `schema_migrations`.
+
+Both dialects accept `RETURNING` and `ON CONFLICT … DO NOTHING`, so the statements are shared.
+Unique violations surface as `Conflict` from the transaction; where the contract names a
+clearer reason (a key held by a live session, an API key id taken) the write says so here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from turnkeeper.errors import Conflict, NotFound, SessionNotFound
+from turnkeeper.storage import sql
+from turnkeeper.storage.migrations import MIGRATIONS
+from turnkeeper.types import (
+    AgentState,
+    AgentStateUpdate,
+    ApiKey,
+    ExpiryReport,
+    Message,
+    MessageDraft,
+    NewSession,
+    Session,
+    SessionPatch,
+    SessionStatus,
+    SummaryCheckpoint,
+)
+
+
+class Result(Protocol):
+    """What a statement leaves behind (a `sqlite3.Cursor`, a psycopg cursor)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> Sequence[Any]: ...
+
+
+class Executor(Protocol):
+    """Runs the shared `?`-placeholder SQL inside one transaction."""
+
+    def execute(self, query: str, params: Sequence[Any] = (), /) -> Result: ...
+
+    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Result: ...
+
+
+SELECT_META = "SELECT value FROM meta WHERE name = ?"
+INSERT_META = "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+INSERT_SESSION_IF_KEY_FREE = (
+    sql.INSERT_SESSION
+    + " ON CONFLICT (project, key) WHERE status = 'active' AND key IS NOT NULL DO NOTHING"
+)
+RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
+
+
+class SQLStore(sql.SQLReads):
+    """The write half of the `Store` contract over a backend's transaction hook."""
+
+    def _transaction(self) -> AbstractContextManager[Executor]:
+        raise NotImplementedError
+
+    def _recorded(self, tx: Executor, version: int) -> None:
+        """Called after migration step `version` is recorded; nothing by default."""
+
+    # -- migrations -------------------------------------------------------------------------
+
+    def _apply_migrations(self, tx: Executor, current: int, target: int) -> None:
+        """Run, in order, the steps after `current` up to `target`, recording each."""
+        for migration in MIGRATIONS:
+            if current < migration.version <= target:
+                for statement in migration.statements(self.dialect.name):
+                    tx.execute(statement)
+                tx.execute(
+                    RECORD_MIGRATION,
+                    (migration.version, migration.name, self.dialect.encode_ts(datetime.now(UTC))),
+                )
+                self._recorded(tx, migration.version)
+
+    def meta(self, name: str, default: str) -> str:
+        # Read first: opening a store happens per process or request, and a write
+        # transaction there would cost a commit (an fsync) every time.
+        rows = self._read(SELECT_META, (name,))
+        if rows:
+            return str(rows[0]["value"])
+        with self._transaction() as tx:
+            tx.execute(INSERT_META, (name, default))
+            row = tx.execute(SELECT_META, (name,)).fetchone()
+        return str(row["value"])
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def _locked_session(self, tx: Executor, session_id: str) -> Session:
+        """The session row, locked until the transaction ends (writers to it queue here)."""
+        row = tx.execute(sql.SELECT_SESSION + self.dialect.row_lock, (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return sql.session_from_row(row, self.dialect)
+
+    def _returning_session(self, tx: Executor, query: str, params: Sequence[Any]) -> Session:
+        row = tx.execute(query, params).fetchone()
+        if row is None:
+            raise SessionNotFound(params[-1])
+        return sql.session_from_row(row, self.dialect)
+
+    def _release_stale_key(self, tx: Executor, new: NewSession, now: datetime) -> None:
+        """A live key holder past its expiry is marked expired so the key can be reused."""
+        at = self.dialect.encode_ts(now)
+        tx.execute(sql.RELEASE_STALE_KEY, (at, new.project, new.key, at))
+
+    def _insert_session(
+        self, tx: Executor, new: NewSession, now: datetime, *, if_key_free: bool
+    ) -> Session | None:
+        query = INSERT_SESSION_IF_KEY_FREE if if_key_free else sql.INSERT_SESSION
+        params = sql.new_session_params(str(uuid.uuid4()), new, now, self.dialect)
+        row = tx.execute(query + f" RETURNING {sql.SESSION_COLUMNS}", params).fetchone()
+        return None if row is None else sql.session_from_row(row, self.dialect)
+
+    def create_session(self, new: NewSession, *, now: datetime) -> Session:
+        try:
+            with self._transaction() as tx:
+                if new.key is not None:
+                    self._release_stale_key(tx, new, now)
+                created = self._insert_session(tx, new, now, if_key_free=False)
+        except Conflict as exc:
+            raise Conflict(
+                f"key {new.key!r} is held by a live session of project {new.project!r}"
+            ) from exc
+        assert created is not None
+        return created
+
+    def get_or_create_session(self, new: NewSession, *, now: datetime) -> tuple[Session, bool]:
+        if new.key is None:
+            raise ValueError("get_or_create_session needs a key")
+        with self._transaction() as tx:
+            self._release_stale_key(tx, new, now)
+            # On PostgreSQL ON CONFLICT waits for a concurrent creator to commit, then yields
+            # to it; the SELECT (a new snapshot under READ COMMITTED) then sees its session.
+            created = self._insert_session(tx, new, now, if_key_free=True)
+            if created is not None:
+                return created, True
+            row = tx.execute(sql.LIVE_BY_KEY, (new.project, new.key)).fetchone()
+        if row is None:  # pragma: no cover - the holder was archived in between; rare
+            raise Conflict(f"key {new.key!r} changed hands while being looked up; retry")
+        return sql.session_from_row(row, self.dialect), False
+
+    def update_session(self, session_id: str, patch: SessionPatch, *, now: datetime) -> Session:
+        query, params = sql.update_session_query(session_id, patch.changes(), now, self.dialect)
+        with self._transaction() as tx:
+            return self._returning_session(tx, query, params)
+
+    def set_status(self, session_id: str, status: SessionStatus, *, now: datetime) -> Session:
+        current: Session | None = None
+        try:
+            with self._transaction() as tx:
+                current = self._locked_session(tx, session_id)
+                params = (status.value, self.dialect.encode_ts(now), session_id)
+                return self._returning_session(tx, sql.SET_STATUS, params)
+        except Conflict as exc:
+            if current is None:
+                raise
+            raise Conflict(
+                f"key {current.key!r} is already held by another live session"
+                f" of project {current.project!r}"
+            ) from exc
+
+    def reset_session(
+        self, session_id: str, *, keep_system_message: bool, now: datetime
+    ) -> Session:
+        with self._transaction() as tx:
+            self._locked_session(tx, session_id)
+            keep = sql.KEEP_SYSTEM_MESSAGE if keep_system_message else ""
+            tx.execute(sql.RESET_MESSAGES + keep, (session_id,))
+            tx.execute(sql.RESET_SUMMARIES, (session_id,))
+            tx.execute(sql.RESET_AGENT_POSITIONS, (session_id,))
+            tx.execute(sql.RESET_TRACES, (session_id,))
+            params = (self.dialect.encode_ts(now), session_id)
+            return self._returning_session(tx, sql.RECOMPUTE_TOTALS, params)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._transaction() as tx:
+            if not tx.execute(sql.DELETE_SESSION, (session_id,)).rowcount:
+                raise SessionNotFound(session_id)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append_messages(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> list[Message]:
+        if not drafts:
+            return []
+        d = self.dialect
+        ids = list(dict.fromkeys(draft.id for draft in drafts))
+        with self._transaction() as tx:
+            session = self._locked_session(tx, session_id)
+            rows = tx.execute(
+                sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), [session_id, *ids]
+            ).fetchall()
+            stored = {row["id"]: sql.message_from_row(row, d) for row in rows}
+            plan = sql.plan_append(
+                session, drafts, stored, expected_last_seq=expected_last_seq, now=now
+            )
+            if plan.added:
+                tx.executemany(
+                    sql.INSERT_MESSAGE,
+                    [sql.message_params(session_id, m.seq, m, d) for m in plan.added],
+                )
+                tx.execute(sql.ADD_TOTALS, plan.totals_params(session_id, now, d))
+                if plan.traces:
+                    tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
+        return plan.result
+
+    # -- agent states and summary checkpoints -----------------------------------------------
+
+    def _bump_version(self, tx: Executor, session_id: str) -> None:
+        """Lock the session row (queueing behind appends to it) and move its version."""
+        if not tx.execute(sql.BUMP_VERSION, (session_id,)).rowcount:
+            raise SessionNotFound(session_id)
+
+    def update_agent_state(
+        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
+    ) -> AgentState:
+        with self._transaction() as tx:
+            self._bump_version(tx, session_id)
+            params = sql.agent_state_params(session_id, agent, update, now, self.dialect)
+            row = tx.execute(sql.UPSERT_AGENT_STATE, params).fetchone()
+        return sql.agent_state_from_row(row, self.dialect)
+
+    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
+        key = (checkpoint.session_id, checkpoint.covers_to_seq)
+        with self._transaction() as tx:
+            # Locking the row first serializes concurrent savers of one session, so the loser
+            # of a race sees the winner's checkpoint rather than an error.
+            self._locked_session(tx, checkpoint.session_id)
+            params = sql.summary_params(checkpoint, self.dialect)
+            if tx.execute(sql.INSERT_SUMMARY, params).rowcount:
+                self._bump_version(tx, checkpoint.session_id)
+            row = tx.execute(sql.SELECT_SUMMARY, key).fetchone()
+        return sql.summary_from_row(row, self.dialect)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def expire_sessions(
+        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
+    ) -> ExpiryReport:
+        at = self.dialect.encode_ts(now)
+        with self._transaction() as tx:
+            expired = tx.execute(sql.EXPIRE_DUE, (at, at)).fetchall()
+            deleted: Sequence[Any] = []
+            if delete:
+                past_grace = self.dialect.encode_ts(now - grace)
+                deleted = tx.execute(sql.DELETE_EXPIRED, (past_grace,)).fetchall()
+        return ExpiryReport(
+            expired=tuple(sorted(row["id"] for row in expired)),
+            deleted=tuple(sorted(row["id"] for row in deleted)),
+        )
+
+    # -- bulk transfer ----------------------------------------------------------------------
+
+    def import_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        traces: Sequence[tuple[int, str]] = (),
+    ) -> int:
+        d = self.dialect
+        with self._transaction() as tx:
+            tx.execute(
+                sql.IMPORT_SESSION + " ON CONFLICT DO NOTHING",
+                sql.imported_session_params(session, d),
+            )
+            if (
+                tx.execute(sql.SELECT_SESSION + d.row_lock, (session.id,)).fetchone() is None
+            ):  # another live session holds the key
+                raise Conflict(
+                    f"cannot import session {session.id}: key {session.key!r} is held by"
+                    f" another live session of project {session.project!r}"
+                )
+            added = 0
+            if messages:
+                added = max(
+                    tx.executemany(
+                        sql.INSERT_MESSAGE + " ON CONFLICT DO NOTHING",
+                        [sql.message_params(session.id, m.seq, m, d) for m in messages],
+                    ).rowcount,
+                    0,
+                )
+            if traces:
+                tx.executemany(sql.INSERT_TRACE, sql.trace_params(session.id, traces))
+            if added:
+                at = d.encode_ts(session.updated_at)
+                tx.execute(sql.RECOMPUTE_TOTALS, (at, session.id)).fetchall()
+                tx.execute(sql.RESTORE_IMPORTED, (at, session.version, session.id))
+        return added
+
+    # -- API keys ---------------------------------------------------------------------------
+
+    def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
+        try:
+            with self._transaction() as tx:
+                tx.execute(sql.INSERT_API_KEY, sql.api_key_params(key, secret_hash, self.dialect))
+        except Conflict as exc:
+            raise Conflict(f"API key {key.id!r} exists already") from exc
+
+    def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
+        with self._transaction() as tx:
+            row = tx.execute(sql.REVOKE_API_KEY, (self.dialect.encode_ts(now), key_id)).fetchone()
+        if row is None:
+            raise NotFound(f"API key {key_id!r} not found")
+        return sql.api_key_from_row(row, self.dialect)
+
+    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
+        with self._transaction() as tx:
+            self._locked_session(tx, session_id)
+            row = tx.execute(sql.DELETE_LAST_MESSAGE, (session_id, session_id)).fetchone()
+            if row is None:
+                return None
+            deleted = sql.message_from_row(row, self.dialect)
+            for query, params in sql.forget_from_seq(session_id, deleted.seq):
+                tx.execute(query, params)
+            params = (self.dialect.encode_ts(now), session_id)
+            self._returning_session(tx, sql.RECOMPUTE_TOTALS, params)
+        return deleted

@@ -1,0 +1,266 @@
+"""One migration history for both SQL backends, proved against databases the shipped code made.
+
+The dumps under `fixtures/` were made by the migrations as they shipped (one per version and
+backend, with a few rows of data; PostgreSQL's in the one-lower numbering it used before the
+histories were merged). Today's code must upgrade each to the latest version with the data
+intact and a schema equal to a fresh database's. A shipped step's DDL is pinned by checksum, so
+editing it (rather than adding a step) fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import postgres_schema
+from turnkeeper.errors import BackendUnavailable
+from turnkeeper.storage.migrations import LATEST_VERSION, MIGRATIONS
+from turnkeeper.storage.postgres import PostgresStore
+from turnkeeper.storage.sql_store import SQLStore
+from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.types import MessageDraft, NewSession, Role
+
+FIXTURES = Path(__file__).parent / "fixtures"
+OLD = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = datetime(2026, 2, 1, tzinfo=UTC)
+
+SHIPPED = [
+    (1, "sessions and messages", "eb4348157219bec1", "a22f23a0f95d0fe4"),
+    (2, "usage, tool calls, user-facing index, key lookup", "bca4affd91d7faf3", "e3b0c44298fc1c14"),
+    (3, "api keys", "71aca167b6c9ab4b", "d3d5f12bd0784b8f"),
+    (4, "agent states and summary checkpoints", "c74bfd07791dad23", "002665a8cdbd6a80"),
+    (5, "message ids scoped to their session", "87b2a857a91ba3b7", "8e64dc0bf4351166"),
+    (6, "turn traces", "c33b6bf968201e2a", "c33b6bf968201e2a"),
+]
+"""(version, name, checksum of the SQLite DDL, of the PostgreSQL DDL) of every shipped step.
+Add a row for a new step once it ships; never change one."""
+
+SHARED_VERSION_OF_OLD_POSTGRES = {1: 2, 2: 3, 3: 4, 4: 5, 5: 6}
+"""PostgreSQL's step 1 held the DDL of shared steps 1 and 2; every later step moved one up."""
+
+
+def _checksum(statements: tuple[str, ...]) -> str:
+    return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()[:16]
+
+
+def test_no_shipped_step_has_been_edited_and_numbers_are_one_sequence() -> None:
+    assert [m.version for m in MIGRATIONS] == list(range(1, LATEST_VERSION + 1))
+    current = [
+        (m.version, m.name, _checksum(m.sqlite), _checksum(m.postgres))
+        for m in MIGRATIONS[: len(SHIPPED)]
+    ]
+    assert current == SHIPPED
+
+
+def _assert_old_data_survived(store: SQLStore, version: int) -> None:
+    """The rows the fixture of `version` (in shared numbers) holds, read through the store."""
+    session = store.get_session("s-1")
+    assert (session.key, session.metadata, session.version) == ("legacy", {"from": "old"}, 3)
+    assert (session.usage_input_tokens, session.usage_output_tokens) == (0, 0)
+    messages = store.read_messages("s-1")
+    assert [(m.id, m.seq, m.content, m.metadata, m.usage) for m in messages] == [
+        ("m-1", 1, "old system", {}, None),
+        ("m-2", 2, "old question", {"k": 1}, None),
+    ]
+    assert messages[0].created_at == OLD
+    keys = store.list_api_keys()
+    assert [(k.id, k.name) for k in keys] == ([("k-1", "old key")] if version >= 3 else [])
+    states = store.list_agent_states("s-1")
+    assert [(s.agent, s.last_processed_seq, s.execution_ms) for s in states] == (
+        [("planner", 2, 40)] if version >= 4 else []
+    )
+    summaries = store.list_summaries("s-1")
+    assert [s.text for s in summaries] == (["old summary"] if version >= 4 else [])
+    traces = store.read_traces("s-1", upto_seq=10, limit=5)
+    assert traces == ([(2, '{"trace": "old"}')] if version >= 6 else [])
+    # and the upgraded database takes new writes: a new id in the old session, the old id
+    # in another session (ids are scoped per session since step 5)
+    new = MessageDraft(id="m-3", role=Role.ASSISTANT, content="new", tokens=2, created_at=NOW)
+    assert store.append_messages("s-1", [new], now=NOW)[0].seq == 3
+    other = store.create_session(NewSession(project="default"), now=NOW)
+    again = MessageDraft(id="m-1", role=Role.USER, content="elsewhere", tokens=1, created_at=NOW)
+    assert store.append_messages(other.id, [again], now=NOW)[0].session_id == other.id
+
+
+# -- SQLite -------------------------------------------------------------------------------------
+
+
+def _sqlite_schema(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+        ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def _recorded_sqlite(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
+        return [tuple(row) for row in rows]
+
+
+def _dumps(prefix: str) -> dict[str, int]:
+    """The fixtures named `{prefix}{version}.sql`, by name, with their version."""
+    paths = FIXTURES.glob(f"{prefix}*.sql")
+    return {path.name: int(path.stem.removeprefix(prefix)) for path in sorted(paths)}
+
+
+def test_every_shipped_version_has_its_frozen_dumps() -> None:
+    assert sorted(_dumps("sqlite_v").values()) == list(range(1, len(SHIPPED) + 1))
+    legacy = set(_dumps("postgres_legacy_v").values())
+    shared = set(_dumps("postgres_v").values())
+    covered = {SHARED_VERSION_OF_OLD_POSTGRES[v] for v in legacy} | shared
+    assert sorted(covered) == list(range(2, len(SHIPPED) + 1))  # PostgreSQL began at 2
+
+
+@pytest.mark.parametrize("dump", _dumps("sqlite_v"))
+def test_a_sqlite_database_of_every_shipped_version_upgrades_to_the_fresh_schema(
+    tmp_path: Path, dump: str
+) -> None:
+    version = _dumps("sqlite_v")[dump]
+    old = tmp_path / f"v{version}.db"
+    with sqlite3.connect(old) as conn:
+        conn.executescript((FIXTURES / dump).read_text())
+    assert _recorded_sqlite(old)[-1][0] == version
+    fresh = tmp_path / "fresh.db"
+    SQLiteStore(f"sqlite:///{fresh}").close()
+
+    store = SQLiteStore(f"sqlite:///{old}")
+    try:
+        assert store.schema_version() == LATEST_VERSION
+        _assert_old_data_survived(store, version)
+    finally:
+        store.close()
+    assert _sqlite_schema(old) == _sqlite_schema(fresh)
+    assert _recorded_sqlite(old) == [(m.version, m.name) for m in MIGRATIONS]
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+
+PG_SCHEMA = [
+    (
+        "SELECT table_name, column_name, ordinal_position, data_type, is_nullable,"
+        " column_default FROM information_schema.columns WHERE table_schema = current_schema()"
+        " ORDER BY table_name, column_name"
+    ),
+    (
+        "SELECT tablename, indexname, replace(indexdef, current_schema() || '.', '')"
+        " FROM pg_indexes WHERE schemaname = current_schema() ORDER BY indexname"
+    ),
+    (
+        "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE connamespace = current_schema()::regnamespace ORDER BY conname"
+    ),
+]
+
+
+def _postgres_schema(url: str) -> list[list[tuple[Any, ...]]]:
+    with psycopg.connect(url) as conn:
+        return [conn.execute(query).fetchall() for query in PG_SCHEMA]
+
+
+def _recorded_postgres(url: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT version, name FROM schema_migrations ORDER BY version"
+        ).fetchall()
+
+
+@pytest.fixture
+def fresh_postgres(postgres_server: str) -> Iterator[str]:
+    """The URL of a schema a fresh store has just migrated."""
+    with postgres_schema(postgres_server) as url:
+        PostgresStore(url).close()
+        yield url
+
+
+POSTGRES_DUMPS = {
+    **{
+        name: (v, SHARED_VERSION_OF_OLD_POSTGRES[v])
+        for name, v in _dumps("postgres_legacy_v").items()
+    },
+    **{name: (v, v) for name, v in _dumps("postgres_v").items()},
+}
+"""Each PostgreSQL dump: (the version it records, that version in the shared numbering)."""
+
+
+@pytest.mark.parametrize("dump", POSTGRES_DUMPS)
+def test_a_postgres_database_of_every_shipped_version_upgrades_to_the_fresh_schema(
+    postgres_url: str, fresh_postgres: str, dump: str
+) -> None:
+    recorded, version = POSTGRES_DUMPS[dump]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute((FIXTURES / dump).read_text().encode())
+    assert _recorded_postgres(postgres_url)[-1][0] == recorded
+
+    store = PostgresStore(postgres_url)
+    try:
+        assert store.schema_version() == LATEST_VERSION
+        _assert_old_data_survived(store, version)
+    finally:
+        store.close()
+    assert _postgres_schema(postgres_url) == _postgres_schema(fresh_postgres)
+    assert _recorded_postgres(postgres_url) == [(m.version, m.name) for m in MIGRATIONS]
+
+
+def test_a_renumbered_postgres_database_is_not_renumbered_again(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute((FIXTURES / "postgres_legacy_v3.sql").read_text().encode())
+    PostgresStore(postgres_url, target_version=5).close()
+    assert [v for v, _ in _recorded_postgres(postgres_url)] == [1, 2, 3, 4, 5]
+    store = PostgresStore(postgres_url)
+    assert store.schema_version() == LATEST_VERSION
+    store.close()
+    assert _recorded_postgres(postgres_url) == [(m.version, m.name) for m in MIGRATIONS]
+
+
+# -- driver errors inside a write ---------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_and_drop(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[SQLStore, Any]]:
+    """A store, and a function dropping a table behind its back."""
+    if request.param == "sqlite":
+        path = tmp_path / "store.db"
+        sqlite_store = SQLiteStore(f"sqlite:///{path}")
+
+        def drop_sqlite(table: str) -> None:
+            with sqlite3.connect(path) as conn:
+                conn.execute(f"DROP TABLE {table}")
+
+        yield sqlite_store, drop_sqlite
+        sqlite_store.close()
+        return
+    url = request.getfixturevalue("postgres_url")
+    pg_store = PostgresStore(url)
+
+    def drop_postgres(table: str) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {table}")
+
+    yield pg_store, drop_postgres
+    pg_store.close()
+
+
+def test_a_statement_failing_inside_a_write_is_backend_unavailable_and_undoes_the_write(
+    store_and_drop: tuple[SQLStore, Any],
+) -> None:
+    store, drop = store_and_drop
+    session = store.create_session(NewSession(project="p"), now=NOW)
+    drop("turn_traces")
+    reply = MessageDraft(
+        id="r-1", role=Role.ASSISTANT, content="hi", tokens=1, created_at=NOW, trace="{}"
+    )
+    with pytest.raises(BackendUnavailable, match="turn_traces"):
+        store.append_messages(session.id, [reply], now=NOW)
+    assert store.get_session(session.id).message_count == 0
+    assert store.read_messages(session.id) == []

@@ -235,6 +235,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--appends-only", action="store_true", help="only the append cost (about a minute)"
+    )
     args = parser.parse_args()
     messages, sessions = (20_000, 200) if args.quick else (args.messages, args.sessions)
     appends, repeats = (150, 5) if args.quick else (1500, 21)
@@ -276,7 +279,9 @@ def main() -> None:
         backends: list[tuple[str, Callable[[], Iterator[str]]]] = [
             ("SQLite", lambda: sqlite_url(root))
         ]
-        if not args.no_postgres:
+        if args.appends_only:
+            backends = []
+        elif not args.no_postgres:
             backends.append(("PostgreSQL", postgres_schema_url))
         for name, make_url in backends:
             for url in make_url():
@@ -304,7 +309,7 @@ def main() -> None:
     lines.append(f"Whole run: {time.perf_counter() - began:.0f} s")
     report = "\n".join(lines) + "\n"
     print(report)
-    if not args.quick:
+    if not (args.quick or args.appends_only):
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(report, encoding="utf-8")
 

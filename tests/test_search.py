@@ -184,3 +184,23 @@ def test_bad_paging_and_ranges_name_their_field(tk: Turnkeeper, clock: Clock) ->
         with pytest.raises(InvalidInput) as raised:
             tk.search("lisbon", **kwargs)  # type: ignore[arg-type]
         assert raised.value.field == field, kwargs
+
+
+def test_no_query_text_reaches_the_backend_as_syntax(tk: Turnkeeper) -> None:
+    """Whatever is typed, the answer is hits or an `InvalidInput` naming `q`: never a database
+    error (FTS5 and tsquery each have operators a raw query would trip over)."""
+    import random
+
+    s = tk.create_session(key="syntax")
+    tk.append(s, "user", 'Quotes " and (parens) AND NEAR OR * - ^ : col:umn é_ü')
+    pieces = ['"', "(", ")", "*", "-", "^", ":", "+", "OR", "AND", "NOT", "NEAR", "NEAR(",
+              "col:", "é", "_", "quotes", "parens", "a", "''", "\\", "!!", "&", "|", "<->"]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(150):
+        query = " ".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        query = query if rng.random() < 0.5 else query.replace(" ", "")
+        try:
+            tk.search(query)
+        except InvalidInput as exc:
+            assert exc.field == "q", query
+    assert _found(tk.search('"parens" AND NEAR')) == [("syntax", 1)]

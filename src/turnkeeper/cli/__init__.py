@@ -22,6 +22,7 @@ try:
         chat,
         mcp,
         messages,
+        search,
         server,
         sessions,
         trace,
@@ -34,7 +35,18 @@ except ModuleNotFoundError as exc:  # the library without its `cli` extra
     app: Any = None  # type: ignore[no-redef]
     _COMMAND_MODULES: tuple[Any, ...] = ()
 else:
-    _COMMAND_MODULES = (admin, agents, chat, mcp, messages, server, sessions, trace, transfer)
+    _COMMAND_MODULES = (
+        admin,
+        agents,
+        chat,
+        mcp,
+        messages,
+        search,
+        server,
+        sessions,
+        trace,
+        transfer,
+    )
 
 __all__ = ["app", "main"]
 

@@ -32,6 +32,7 @@ from turnkeeper.server.routes import (
     health,
     messages,
     proxy,
+    search,
     sessions,
     stats,
 )
@@ -39,7 +40,9 @@ from turnkeeper.server.schemas import Problem
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import ChatTurns
 
-ROUTERS = (sessions, messages, context, stats, agents, chat, proxy, conversations, health)
+ROUTERS = (
+    sessions, messages, search, context, stats, agents, chat, proxy, conversations, health,
+)  # fmt: skip
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),
 token-budgeted context windows, a chat turn against any OpenAI-compatible model, and an

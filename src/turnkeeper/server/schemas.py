@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.context.conversation import ConversationContext, planner_context
 from turnkeeper.server.trace_schemas import TracePublic
+from turnkeeper.storage.search import SearchHit
 from turnkeeper.turns import TurnOptions
 from turnkeeper.types import (
     UNSET,
@@ -680,3 +681,62 @@ class ConversationContextPublic(BaseModel):
     @classmethod
     def from_domain(cls, context: ConversationContext) -> ConversationContextPublic:
         return cls(**context.as_dict(), planner_context=planner_context(context))
+
+
+# -- search -----------------------------------------------------------------------------------
+
+
+class SnippetPartPublic(BaseModel):
+    """A piece of a snippet; `match` marks a word the query matched (to highlight)."""
+
+    text: str
+    match: bool
+
+
+class SearchHitPublic(BaseModel):
+    """A message that matched a search, where it lives, and the passage that matched."""
+
+    session_id: str
+    session_key: str | None
+    session_title: str | None
+    project: str
+    message_id: str
+    seq: int
+    role: Role
+    author: str | None
+    created_at: datetime
+    snippet: list[SnippetPartPublic] = Field(
+        description="The matching passage in pieces; concatenated, the plain text."
+    )
+    rank: float = Field(description="Higher is better; compare only within one result.")
+
+    @classmethod
+    def from_domain(cls, hit: SearchHit) -> SearchHitPublic:
+        return cls(
+            session_id=hit.session_id, session_key=hit.session_key,
+            session_title=hit.session_title, project=hit.project, message_id=hit.message_id,
+            seq=hit.seq, role=hit.role, author=hit.author, created_at=hit.created_at,
+            snippet=[SnippetPartPublic(text=p.text, match=p.match) for p in hit.snippet],
+            rank=hit.rank,
+        )  # fmt: skip
+
+
+class SearchResults(BaseModel):
+    """One page of search hits, best first. The next page: the same query with `offset`
+    increased by `limit` (a page shorter than `limit` is the last)."""
+
+    query: str
+    hits: list[SearchHitPublic]
+    limit: int
+    offset: int
+
+    @classmethod
+    def from_domain(
+        cls, query: str, hits: list[SearchHit], *, limit: int, offset: int
+    ) -> SearchResults:
+        return cls(
+            query=query,
+            hits=[SearchHitPublic.from_domain(hit) for hit in hits],
+            limit=limit,
+            offset=offset,
+        )

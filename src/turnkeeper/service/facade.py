@@ -33,6 +33,7 @@ from turnkeeper.jsonl import ImportReport
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.core import default_summarizer, utcnow
 from turnkeeper.service.digest import Digest, ReferenceMemo
+from turnkeeper.service.search import Search
 from turnkeeper.service.sessions import Sessions
 from turnkeeper.service.transfer import Transfer
 from turnkeeper.service.windows import Windows
@@ -40,7 +41,7 @@ from turnkeeper.storage.base import Store
 from turnkeeper.types import AgentState, ExpiryReport, Message
 
 
-class Turnkeeper(Sessions, Windows, Digest):
+class Turnkeeper(Sessions, Windows, Digest, Search):
     """Conversation memory over a store. Open one with `turnkeeper.open()`.
 
     Usable as a context manager; `close()` releases the store.

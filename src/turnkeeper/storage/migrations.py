@@ -263,6 +263,42 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (session_id, seq)
             )""",
     ),
+    Migration(
+        7,
+        "full-text search of message content",
+        # An FTS5 index over `messages` by rowid (the text is not stored twice), kept in step by
+        # triggers — so every write, the foreign-key cascade of a session delete included,
+        # updates it in its own transaction — and filled from the messages stored so far. A
+        # later step that rebuilds `messages` must end with the 'rebuild' statement again.
+        sqlite=(
+            """CREATE VIRTUAL TABLE messages_fts USING fts5(
+                content, content='messages', content_rowid='rowid',
+                tokenize='unicode61 remove_diacritics 0'
+            )""",
+            """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+                INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
+            END""",
+            """CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, content)
+                    VALUES ('delete', old.rowid, old.content);
+            END""",
+            """CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, content)
+                    VALUES ('delete', old.rowid, old.content);
+                INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
+            END""",
+            "INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')",
+        ),
+        # A generated column, computed by every INSERT, under a GIN index; adding it rewrites
+        # the table, which indexes the messages stored so far. A tsvector holds at most 1 MB,
+        # so it is made from a message's first 100,000 characters (`search_sql`'s headlines
+        # read the same prefix).
+        postgres=(
+            """ALTER TABLE messages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS
+                (to_tsvector('simple'::regconfig, left(content, 100000))) STORED""",
+            "CREATE INDEX messages_search ON messages USING GIN (search_vector)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

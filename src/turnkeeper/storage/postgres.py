@@ -40,6 +40,7 @@ from turnkeeper.storage.migrations import (
     MIGRATION_LOCK,
     RENUMBER_LEGACY_POSTGRES,
 )
+from turnkeeper.storage.search_sql import PostgresSearch
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.storage.sql_store import SQLStore
 
@@ -142,7 +143,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(SQLStore, PostgresSearch):
     """`Store` on PostgreSQL. See `turnkeeper.storage.base.Store` for the contract."""
 
     dialect = POSTGRES

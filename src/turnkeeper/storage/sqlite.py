@@ -29,6 +29,7 @@ from turnkeeper.errors import (
 from turnkeeper.storage import locks
 from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
 from turnkeeper.storage.migrations import LATEST_VERSION
+from turnkeeper.storage.search_sql import SQLiteSearch
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.storage.sql_store import Executor, SQLStore
 
@@ -48,7 +49,7 @@ SQLITE = Dialect(
 """SQLite keeps times as fixed-width UTC text (which sorts in time order) and JSON as text."""
 
 
-class SQLiteStore(SQLStore):
+class SQLiteStore(SQLStore, SQLiteSearch):
     """`Store` on a SQLite file. See `turnkeeper.storage.base.Store` for the contract."""
 
     dialect = SQLITE

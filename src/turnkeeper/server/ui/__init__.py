@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from turnkeeper.server.ui import search
 from turnkeeper.server.ui.auth import LoginRequired, to_login
 from turnkeeper.server.ui.views import router
 
@@ -19,6 +20,7 @@ STATIC_PATH = "/static"
 def install(app: FastAPI) -> None:
     """Add the UI's pages, its static files and its login redirect to `app`."""
     app.include_router(router)
+    app.include_router(search.router)
     app.mount(
         STATIC_PATH, StaticFiles(packages=[("turnkeeper.server.ui", "static")]), name="static"
     )

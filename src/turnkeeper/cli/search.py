@@ -1,0 +1,111 @@
+"""`turnkeeper search QUERY`: full-text search over message content (llm's `logs -q` habit)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from turnkeeper.cli.app import DbOption, JsonOption, app, open_ctx, parse_since
+from turnkeeper.cli.output import Output
+from turnkeeper.storage.search import SearchHit
+
+
+def _time_option(name: str, meaning: str) -> Any:
+    return typer.Option(
+        name,
+        parser=parse_since,
+        metavar="TIME",
+        help=f"Messages created {meaning} (ISO 8601; UTC if no zone is given).",
+        show_default=False,
+    )
+
+
+@app.command("search")
+def search(
+    query: Annotated[
+        str,
+        typer.Argument(
+            metavar="QUERY",
+            help='Words (all must appear), "a phrase", a OR b, -excluded, prefix*.',
+        ),
+    ],
+    session: Annotated[
+        str | None,
+        typer.Option("--session", metavar="SESSION", help="Only this session (id or key)."),
+    ] = None,
+    role: Annotated[
+        str | None, typer.Option("--role", metavar="ROLE", help="Only messages of this role.")
+    ] = None,
+    author: Annotated[
+        str | None, typer.Option("--author", metavar="A", help="Only messages by this author.")
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", metavar="K", help="Only sessions of this kind.")
+    ] = None,
+    since: Annotated[datetime | None, _time_option("--since", "at or after")] = None,
+    until: Annotated[datetime | None, _time_option("--until", "before")] = None,
+    internal: Annotated[
+        bool, typer.Option("--internal/--no-internal", help="Include internal messages.")
+    ] = True,
+    limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", help="At most N hits.")] = 20,
+    offset: Annotated[int, typer.Option("--offset", metavar="N", help="Skip the first N.")] = 0,
+    project: Annotated[
+        str | None,
+        typer.Option(
+            "--project", metavar="P", help="Search this project only (default: every project)."
+        ),
+    ] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Find messages by their content, best matches first, with the matching words marked."""
+    with open_ctx(db, json_output) as ctx:
+        hits = ctx.tk.search(
+            query, project=project, session=session, role=role, author=author, kind=kind,
+            since=since, until=until, include_internal=internal, limit=limit, offset=offset,
+        )  # fmt: skip
+        print_hits(ctx.out, hits)
+
+
+def print_hits(out: Output, hits: Sequence[SearchHit]) -> None:
+    """A table of hits (session, seq, time, role, snippet with matches in bold), or JSON."""
+    if out.json:
+        out.document(
+            {"hits": [{**_plain(hit), "snippet_text": hit.marked("", "")} for hit in hits]}
+        )
+        return
+    if not hits:
+        out.console.print("[dim]No messages found.[/]")
+        return
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    table.add_column("session")
+    table.add_column("seq", justify="right")
+    table.add_column("time", no_wrap=True)
+    table.add_column("role")
+    table.add_column("snippet", overflow="fold", ratio=1)
+    for hit in hits:
+        snippet = Text()
+        for part in hit.snippet:
+            snippet.append(" ".join(part.text.splitlines()), "bold yellow" if part.match else "")
+        table.add_row(
+            Text(hit.session_key or hit.session_id),
+            str(hit.seq),
+            hit.created_at.astimezone().strftime("%Y-%m-%d %H:%M"),
+            Text(hit.role.value),
+            snippet,
+        )
+    out.console.print(table)
+
+
+def _plain(hit: SearchHit) -> dict[str, object]:
+    from turnkeeper.cli.output import jsonable
+
+    value = jsonable(hit)
+    assert isinstance(value, dict)
+    return value

@@ -1,0 +1,194 @@
+"""The full-text index on the SQL backends: its queries, per dialect.
+
+SQLite keeps an FTS5 external-content table over `messages` (the text is not stored twice),
+indexed under the message row's rowid and kept in step by triggers, so every statement that
+writes messages — appends, imports, resets, deletes, session deletes through the foreign-key
+cascade — updates the index in its own transaction, with no code path to forget.
+
+PostgreSQL keeps a generated `tsvector` column (computed by the INSERT itself) under a GIN index.
+A `tsvector` holds at most 1 MB, so it is made from the first `PG_INDEXED_CHARS` characters of
+a message: longer messages are found by their beginning.
+
+Both use the language-neutral word splitter (lower-cased words, no stemming, no stop words), so
+a query finds the same messages on either backend; ranks differ in scale (BM25 on SQLite, cover
+density on PostgreSQL). The index itself is step 7 of the migration history
+(`storage/migrations.py`), which also fills it from the messages already stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from turnkeeper.storage.search import (
+    HIGHLIGHT_END,
+    HIGHLIGHT_START,
+    Clause,
+    SearchFilter,
+    SearchHit,
+    SearchQuery,
+    Term,
+    snippet_parts,
+)
+from turnkeeper.storage.sql import Dialect, Row
+from turnkeeper.types import Role
+
+SNIPPET_WORDS = 24
+PG_INDEXED_CHARS = 100_000
+"""How much of a message PostgreSQL indexes: the `left(content, 100000)` of the generated
+column in `migrations` (a tsvector holds at most 1 MB)."""
+
+HIT_COLUMNS = (
+    "m.session_id, s.key AS session_key, s.title AS session_title, s.project,"
+    " m.id AS message_id, m.seq, m.role, m.author, m.created_at"
+)
+FROM_MESSAGES = "messages m JOIN sessions s ON s.id = m.session_id"
+
+
+def filter_clauses(where: SearchFilter, d: Dialect) -> tuple[list[str], list[Any]]:
+    """The WHERE conditions (on `m` messages and `s` sessions) and parameters of a filter."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for condition, value in (
+        ("s.project = ?", where.project),
+        ("m.session_id = ?", where.session_id),
+        ("m.role = ?", where.role.value if where.role else None),
+        ("m.author = ?", where.author),
+        ("s.kind = ?", where.kind),
+        ("m.created_at >= ?", d.encode_ts_or_none(where.since)),
+        ("m.created_at < ?", d.encode_ts_or_none(where.until)),
+    ):
+        if value is not None:
+            clauses.append(condition)
+            params.append(value)
+    if not where.include_internal:
+        clauses.append("NOT m.internal")
+    return clauses or ["1 = 1"], params
+
+
+def hit_from_row(row: Row, d: Dialect) -> SearchHit:
+    return SearchHit(
+        session_id=row["session_id"],
+        session_key=row["session_key"],
+        session_title=row["session_title"],
+        project=row["project"],
+        message_id=row["message_id"],
+        seq=int(row["seq"]),
+        role=Role(row["role"]),
+        author=row["author"],
+        created_at=d.decode_ts(row["created_at"]),
+        snippet=snippet_parts(str(row["snippet"] or "")),
+        rank=float(row["score"]),
+    )
+
+
+# -- SQLite: an FTS5 MATCH expression ---------------------------------------------------------
+
+
+def fts5_expression(query: SearchQuery) -> str:
+    """The FTS5 MATCH text of a parsed query. Every word is a quoted FTS5 string, so nothing a
+    user typed is read as FTS5 syntax (`AND`, `NEAR`, `col:`, `^`…)."""
+
+    def term(t: Term) -> str:
+        return '"' + t.words.replace('"', '""') + '"' + ("*" if t.prefix else "")
+
+    def clause(c: Clause) -> str:
+        return "(" + " OR ".join(term(t) for t in c.terms) + ")"
+
+    expression = "(" + " AND ".join(clause(c) for c in query.included) + ")"
+    for excluded in query.excluded:
+        expression += " NOT " + clause(excluded)
+    return expression
+
+
+class SQLiteSearch:
+    """`SearchStore` for a SQLite store (one that can `_read` in its `dialect`)."""
+
+    dialect: Dialect
+
+    def _read(self, query: str, params: Sequence[Any] = ()) -> Sequence[Row]:
+        raise NotImplementedError
+
+    def search_messages(
+        self, query: SearchQuery, where: SearchFilter, *, limit: int, offset: int = 0
+    ) -> list[SearchHit]:
+        clauses, params = filter_clauses(where, self.dialect)
+        sql = (
+            f"SELECT {HIT_COLUMNS}, snippet(messages_fts, 0, ?, ?, '…', {SNIPPET_WORDS})"
+            " AS snippet, -bm25(messages_fts) AS score"
+            " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+            " JOIN sessions s ON s.id = m.session_id"
+            f" WHERE messages_fts MATCH ? AND {' AND '.join(clauses)}"
+            " ORDER BY score DESC, m.created_at DESC, m.session_id, m.seq LIMIT ? OFFSET ?"
+        )
+        rows = self._read(
+            sql,
+            [HIGHLIGHT_START, HIGHLIGHT_END, fts5_expression(query), *params, limit, offset],
+        )
+        return [hit_from_row(row, self.dialect) for row in rows]
+
+
+# -- PostgreSQL: a tsquery built from per-term functions --------------------------------------
+
+
+def tsquery_expression(query: SearchQuery) -> tuple[str, list[Any]]:
+    """SQL computing the `tsquery` of a parsed query, and its parameters. Each word or phrase
+    goes through `phraseto_tsquery` (which cannot fail on any text) and a prefix word, checked
+    to be letters and digits by the parser, through `to_tsquery` as `word:*`."""
+    params: list[Any] = []
+
+    def term(t: Term) -> str:
+        if t.prefix:
+            params.append(f"{t.words}:*")
+            return "to_tsquery('simple'::regconfig, ?)"
+        params.append(t.words)
+        return "phraseto_tsquery('simple'::regconfig, ?)"
+
+    def clause(c: Clause) -> str:
+        return "(" + " || ".join(term(t) for t in c.terms) + ")"
+
+    parts = [clause(c) for c in query.included]
+    parts += ["!!" + clause(c) for c in query.excluded]
+    return " && ".join(parts), params
+
+
+WHOLE_TEXT_CHARS = 240
+"""A message this short is its own snippet (ts_headline would trim short words at its ends,
+where SQLite's snippet returns the whole text)."""
+_MARKS = f"StartSel={HIGHLIGHT_START}, StopSel={HIGHLIGHT_END}"
+HEADLINE = (
+    f"CASE WHEN length(hits.content) <= {WHOLE_TEXT_CHARS}"
+    f" THEN ts_headline('simple'::regconfig, hits.content, search.q, '{_MARKS}, HighlightAll=true')"
+    f" ELSE ts_headline('simple'::regconfig, left(hits.content, {PG_INDEXED_CHARS}), search.q,"
+    f" '{_MARKS}, MaxWords={SNIPPET_WORDS}, MinWords=8, MaxFragments=2,"
+    ' FragmentDelimiter=" … "\') END'
+)
+
+
+class PostgresSearch:
+    """`SearchStore` for a PostgreSQL store (one that can `_read` in its `dialect`)."""
+
+    dialect: Dialect
+
+    def _read(self, query: str, params: Sequence[Any] = ()) -> Sequence[Row]:
+        raise NotImplementedError
+
+    def search_messages(
+        self, query: SearchQuery, where: SearchFilter, *, limit: int, offset: int = 0
+    ) -> list[SearchHit]:
+        expression, query_params = tsquery_expression(query)
+        clauses, params = filter_clauses(where, self.dialect)
+        # Rank and cut first, then make headlines (which re-read each text) for the page only.
+        sql = (
+            f"WITH search AS (SELECT {expression} AS q)"
+            f" SELECT hits.*, {HEADLINE} AS snippet"
+            f" FROM (SELECT {HIT_COLUMNS}, m.content,"
+            " ts_rank_cd(m.search_vector, search.q, 1) AS score"
+            f" FROM search, {FROM_MESSAGES}"
+            f" WHERE m.search_vector @@ search.q AND {' AND '.join(clauses)}"
+            " ORDER BY score DESC, m.created_at DESC, m.session_id, m.seq LIMIT ? OFFSET ?"
+            ") hits, search"
+            " ORDER BY hits.score DESC, hits.created_at DESC, hits.session_id, hits.seq"
+        )
+        rows = self._read(sql, [*query_params, *params, limit, offset])
+        return [hit_from_row(row, self.dialect) for row in rows]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from turnkeeper import expiry, jsonl, metrics
+from turnkeeper import branches, expiry, jsonl, metrics
 from turnkeeper.config import Settings
 from turnkeeper.context import conversation
 from turnkeeper.context.builder import ContextBuilder
@@ -40,6 +40,7 @@ from turnkeeper.types import (
     UNSET,
     AgentState,
     AgentStateUpdate,
+    Branch,
     ContextWindow,
     ExpiryReport,
     JSONObject,
@@ -337,6 +338,42 @@ class Turnkeeper:
     def delete_session(self, ref: SessionRef, *, project: str | None = None) -> None:
         """Delete the session and its messages."""
         self.store.delete_session(self.get_session(ref, project=project).id)
+
+    # -- branches (turnkeeper.branches) ------------------------------------------------------
+
+    def fork(
+        self,
+        ref: SessionRef,
+        at_seq: int,
+        *,
+        key: str | None = None,
+        title: str | None = None,
+        metadata: JSONObject | None = None,
+        ttl: timedelta | Any | None = UNSET,
+        project: str | None = None,
+    ) -> Session:
+        """A new session whose history is the source's messages up to and including `at_seq`
+        (0: none), to continue on another path. Appends go to the branch only.
+
+        The branch takes the source's subject, kind, phase and (unless given) title and
+        metadata; `key` must be free among the project's live sessions. The prefix is copied
+        (O(prefix) rows, in one transaction) with its summary checkpoints and agent positions,
+        so nothing is recomputed and deleting the source leaves the branch whole. Raises
+        `InvalidInput` naming `at_seq` outside `0..last_seq`, `SessionExpired` / `Conflict` for
+        an expired / archived source, `Conflict` for a key in use.
+        """
+        return branches.fork(
+            self, ref, at_seq, key=key, title=title, metadata=metadata, ttl=ttl, project=project
+        )
+
+    def branches(self, ref: SessionRef, *, project: str | None = None) -> list[Branch]:
+        """The branches forked from this session with their fork points, oldest first."""
+        return branches.branches(self, ref, project=project)
+
+    def fork_origin(self, ref: SessionRef, *, project: str | None = None) -> Branch | None:
+        """Where this session was forked from (its source and fork point); None if it is not
+        a branch. The source may have been deleted since."""
+        return branches.fork_origin(self, ref, project=project)
 
     def expire(
         self,

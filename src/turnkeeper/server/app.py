@@ -27,6 +27,7 @@ from turnkeeper.server.memory import Trimmer, limit_threads
 from turnkeeper.server.observability import RequestObserver, record_stored, record_upstream
 from turnkeeper.server.routes import (
     agents,
+    branches,
     chat,
     context,
     conversations,
@@ -40,7 +41,7 @@ from turnkeeper.server.schemas import Problem
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import ChatTurns
 
-ROUTERS = (sessions, messages, context, stats, agents, chat, proxy, conversations, health)
+ROUTERS = (sessions, branches, messages, context, stats, agents, chat, proxy, conversations, health)
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),
 token-budgeted context windows, a chat turn against any OpenAI-compatible model, and an

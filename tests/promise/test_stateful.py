@@ -230,6 +230,7 @@ class Conversation(RuleBasedStateMachine):
         if follow:
             self.session_id = branch.id
 
+    @precondition(lambda self: self.serial % 4 == 0)
     @rule()
     def fork_past_the_end(self) -> None:
         STEPS["fork_refused"] += 1

@@ -61,3 +61,11 @@ def test_forking_a_missing_session_is_one_error_line(cli: Cli) -> None:
     result = cli("fork", "nowhere", "--at", "0")
     assert result.exit_code != 0
     assert "nowhere" in one_error_line(result)
+
+
+def test_history_of_a_branch_says_where_it_came_from(cli: Cli) -> None:
+    source = _source(cli)
+    branch = cli.json("fork", "trip", "--at", "2")["session"]
+    text = cli.ok("history", branch["id"]).stdout
+    assert f"A branch of session {source['id']}" in text and "#2" in text
+    assert "A branch of" not in cli.ok("history", "trip").stdout

@@ -47,6 +47,7 @@ from turnkeeper.traces import TraceEntry, TurnTrace, WindowDiff, trace_of, windo
 from turnkeeper.turns import AsyncChatTurns, Attempt, ChatTurns, TurnOptions, TurnResult
 from turnkeeper.types import (
     AgentState,
+    Branch,
     ContextMessage,
     ContextReport,
     ContextWindow,
@@ -74,6 +75,7 @@ __all__ = [
     "AsyncChatTurns",
     "Attempt",
     "BackendUnavailable",
+    "Branch",
     "ChatTurns",
     "Conflict",
     "ContentTooLarge",

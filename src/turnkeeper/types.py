@@ -273,6 +273,21 @@ class AgentStateUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class Branch:
+    """Where a branch came from: the session it was forked from and the last seq it shares.
+
+    A branch's history is the source's messages with `seq <= forked_at_seq`, then its own.
+    `parent_id` stays recorded when the source is deleted later (the branch keeps its history;
+    it was copied, see `ForkStore`), so it may name a session that no longer exists.
+    """
+
+    session_id: str
+    parent_id: str
+    forked_at_seq: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryCheckpoint:
     """A durable summary of a session's messages with `seq <= covers_to_seq`.
 

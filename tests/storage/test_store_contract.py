@@ -25,6 +25,7 @@ from turnkeeper.storage import (
     AdminStore,
     AgentStateStore,
     ApiKeyStore,
+    ForkStore,
     FullStore,
     InMemoryStore,
     LockingStore,
@@ -45,6 +46,7 @@ CAPABILITIES = (
     AdminStore,
     TransferStore,
     LockingStore,
+    ForkStore,
 )
 
 

@@ -29,6 +29,7 @@ from turnkeeper.storage.base import (
     AdminStore,
     AgentStateStore,
     ApiKeyStore,
+    ForkStore,
     LockingStore,
     Store,
     SummaryStore,
@@ -39,6 +40,7 @@ from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
     ApiKey,
+    Branch,
     ExpiryReport,
     Message,
     MessageDraft,
@@ -389,6 +391,22 @@ class _CachedLocking(CachedStore):
         return cast(LockingStore, self.inner).exclusive_lock(name)
 
 
+class _CachedForks(CachedStore):
+    """Forking writes only the new branch (nothing cached yet) and reads the source inside the
+    backend's transaction, so it passes through and invalidates nothing."""
+
+    def fork_session(
+        self, source_id: str, at_seq: int, new: NewSession, *, now: datetime
+    ) -> Session:
+        return cast(ForkStore, self.inner).fork_session(source_id, at_seq, new, now=now)
+
+    def list_branches(self, session_id: str) -> list[Branch]:
+        return cast(ForkStore, self.inner).list_branches(session_id)
+
+    def fork_origin(self, session_id: str) -> Branch | None:
+        return cast(ForkStore, self.inner).fork_origin(session_id)
+
+
 _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (SummaryStore, _CachedSummaries),
     (AdminStore, _CachedAdmin),
@@ -397,6 +415,7 @@ _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (TransferStore, _CachedTransfer),
     (ApiKeyStore, _CachedApiKeys),
     (LockingStore, _CachedLocking),
+    (ForkStore, _CachedForks),
 )
 
 

@@ -19,6 +19,7 @@ try:
     from turnkeeper.cli import (
         admin,
         agents,
+        branches,
         chat,
         mcp,
         messages,
@@ -38,6 +39,7 @@ else:
     _COMMAND_MODULES = (
         admin,
         agents,
+        branches,
         chat,
         mcp,
         messages,

@@ -132,6 +132,12 @@ def history(
             found, from_seq=from_seq, to_seq=to_seq, include_internal=internal,
             newest_first=newest_first, limit=limit,
         )  # fmt: skip
+        origin = ctx.tk.fork_origin(found)
+        if origin is not None:
+            ctx.out.note(
+                f"[dim]A branch of session {origin.parent_id}: messages up to"
+                f" #{origin.forked_at_seq} came from it.[/]"
+            )
         ctx.out.history(found.id, messages)
 
 

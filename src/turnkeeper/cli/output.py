@@ -29,6 +29,7 @@ from turnkeeper.context.conversation import ConversationContext
 from turnkeeper.importers.base import ImportReport
 from turnkeeper.types import (
     AgentState,
+    Branch,
     ContextMessage,
     ContextReport,
     ContextWindow,
@@ -472,6 +473,26 @@ class Output:
                 Text(st.agent), str(st.last_processed_seq), _opt(st.provider_session_id),
                 str(st.turns), str(st.execution_ms), _when(st.updated_at),
             )  # fmt: skip
+        self.console.print(table)
+
+    def branches(self, session_id: str, origin: Branch | None, forks: Sequence[Branch]) -> None:
+        """Where a session came from, and the branches forked from it."""
+        if self.json:
+            self.document({"session_id": session_id, "forked_from": origin, "branches": forks})
+            return
+        if origin is not None:
+            self.console.print(
+                f"Forked from session {origin.parent_id} at seq {origin.forked_at_seq}"
+                f" ({_when(origin.created_at)})."
+            )
+        if not forks:
+            self.console.print("[dim]No branches forked from this session.[/]")
+            return
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        for column in ("branch", "forked at seq", "created"):
+            table.add_column(column)
+        for b in forks:
+            table.add_row(Text(b.session_id), str(b.forked_at_seq), _when(b.created_at))
         self.console.print(table)
 
     def summaries(self, checkpoints: Sequence[SummaryCheckpoint]) -> None:

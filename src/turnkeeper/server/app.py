@@ -26,6 +26,7 @@ from turnkeeper.server.memory import Trimmer, limit_threads
 from turnkeeper.server.observability import RequestObserver
 from turnkeeper.server.routes import (
     agents,
+    branches,
     chat,
     context,
     conversations,
@@ -41,7 +42,7 @@ from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import ChatTurns
 
 ROUTERS = (
-    sessions, messages, search, context, stats, agents, chat, proxy, conversations, health,
+    sessions, branches, messages, search, context, stats, agents, chat, proxy, conversations, health,
 )  # fmt: skip
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),

@@ -31,17 +31,17 @@ from turnkeeper.context.checkpoints import SessionLocks
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.jsonl import ImportReport
 from turnkeeper.service.agents import Agents
+from turnkeeper.service.branches import Branches
 from turnkeeper.service.core import default_summarizer, utcnow
 from turnkeeper.service.digest import Digest, ReferenceMemo
 from turnkeeper.service.search import Search
-from turnkeeper.service.sessions import Sessions
 from turnkeeper.service.transfer import Transfer
 from turnkeeper.service.windows import Windows
 from turnkeeper.storage.base import Store
 from turnkeeper.types import AgentState, ExpiryReport, Message
 
 
-class Turnkeeper(Sessions, Windows, Digest, Search):
+class Turnkeeper(Branches, Windows, Digest, Search):
     """Conversation memory over a store. Open one with `turnkeeper.open()`.
 
     Usable as a context manager; `close()` releases the store.

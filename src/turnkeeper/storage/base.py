@@ -7,7 +7,7 @@ explicitly, so one store serves any number of sessions and processes.
 
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
-`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore` — each a `runtime_checkable`
+`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
 bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
@@ -25,11 +25,13 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar, cast, runtime_checkable
 
-from turnkeeper.errors import Conflict, Unsupported
+from turnkeeper.errors import Conflict, InvalidInput, SessionExpired, Unsupported
+from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
     ApiKey,
+    Branch,
     ExpiryReport,
     Message,
     MessageDraft,
@@ -48,12 +50,14 @@ __all__ = [
     "AdminStore",
     "AgentStateStore",
     "ApiKeyStore",
+    "ForkStore",
     "FullStore",
     "LockingStore",
     "Store",
     "SummaryStore",
     "TraceStore",
     "TransferStore",
+    "check_fork",
     "check_retry",
     "require",
     "same_message",
@@ -366,6 +370,50 @@ class LockingStore(Protocol):
 
 
 @runtime_checkable
+class ForkStore(Protocol):
+    """Branches: a new session whose history starts as a prefix of another's.
+
+    Copy-on-fork, not a parent pointer: `fork_session` copies the prefix's rows (messages,
+    their turn traces, the summary checkpoints and agent positions that cover only the prefix)
+    into the branch in one transaction, and records where it came from. A fork costs
+    O(prefix) rows; in exchange a branch is an ordinary session to every other method — reads,
+    windows, the caches, stats, export and expiry need no notion of ancestry, appends to either
+    side can never show up in the other, and deleting or resetting the source leaves its
+    branches whole.
+    """
+
+    def fork_session(
+        self, source_id: str, at_seq: int, new: NewSession, *, now: datetime
+    ) -> Session:
+        """Create an active session from `new` whose messages are copies of the source's with
+        `seq <= at_seq` (same ids, seqs, contents and times), and record it as a branch of the
+        source at `at_seq`. Atomic.
+
+        Copied with it: the turn traces of those messages, the summary checkpoints with
+        `covers_to_seq <= at_seq`, and every agent's state with its position capped at
+        `at_seq` (its provider session is not copied: it belongs to the source's line). The
+        branch's totals are those of its messages; its `created_at`/`updated_at` are `now`.
+
+        Raises `SessionNotFound` (source), `InvalidInput` naming `at_seq` unless
+        `0 <= at_seq <= last_seq`, or naming `project` unless `new.project` is the source's,
+        `SessionExpired` for an expired source, `Conflict` for an archived one or when
+        `new.key` is held by a live session of the project (`check_fork` decides, for every
+        backend alike).
+        """
+        ...
+
+    def list_branches(self, session_id: str) -> list[Branch]:
+        """The branches forked from this session, oldest first (ties by id); branches deleted
+        since are left out. Raises `SessionNotFound`."""
+        ...
+
+    def fork_origin(self, session_id: str) -> Branch | None:
+        """Where this session was forked from; None for a session that is not a branch. Raises
+        `SessionNotFound`."""
+        ...
+
+
+@runtime_checkable
 class FullStore(
     Store,
     AgentStateStore,
@@ -374,6 +422,7 @@ class FullStore(
     ApiKeyStore,
     AdminStore,
     TransferStore,
+    ForkStore,
     Protocol,
 ):
     """A store with every capability the service uses (what the bundled backends offer).
@@ -431,3 +480,18 @@ def check_retry(stored: Message, draft: MessageDraft) -> None:
         raise Conflict(
             f"message id {draft.id!r} is already stored in this session with different content"
         )
+
+
+def check_fork(source: Session, at_seq: int, new: NewSession, now: datetime) -> None:
+    """Whether `source` may be forked at `at_seq` into `new`, for every backend alike (see
+    `ForkStore.fork_session`); raises the error that says why not."""
+    if isinstance(at_seq, bool) or not 0 <= at_seq <= source.last_seq:
+        raise InvalidInput(
+            "at_seq", f"must be between 0 and {source.last_seq} (the source's last seq)"
+        )
+    if new.project != source.project:
+        raise InvalidInput("project", "a branch lives in the project of the session it forks")
+    if source.is_expired_at(now):
+        raise SessionExpired(source.id, to_ts_or_none(source.expires_at) or "")
+    if source.status is not SessionStatus.ACTIVE:
+        raise Conflict(f"session {source.id} is {source.status.value}; reactivate it to fork it")

@@ -23,12 +23,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from turnkeeper.errors import Conflict, NotFound, SessionNotFound
+from turnkeeper.storage.base import check_fork
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
 from turnkeeper.storage.sql import plan_append
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
     ApiKey,
+    Branch,
     ExpiryReport,
     Message,
     MessageDraft,
@@ -101,6 +103,9 @@ class InMemoryStore:
         self._meta: dict[str, str] = {}
         self._api_keys: dict[str, tuple[ApiKey, str]] = {}
         self._held: set[str] = set()
+        self._forks: dict[str, Branch] = {}
+        """By branch id; kept when the source goes (see `ForkStore`), read only while the
+        branch itself exists."""
 
     def _log(self, session_id: str) -> _Log:
         log = self._logs.get(session_id)
@@ -415,6 +420,57 @@ class InMemoryStore:
                 log.summaries[checkpoint.covers_to_seq] = stored
                 log.bump()
             return _copy(log.summaries[checkpoint.covers_to_seq])
+
+    # -- branches ---------------------------------------------------------------------------
+
+    def fork_session(
+        self, source_id: str, at_seq: int, new: NewSession, *, now: datetime
+    ) -> Session:
+        now = _utc(now)
+        with self._lock:
+            source = self._log(source_id)
+            check_fork(source.session, at_seq, new, now)
+            if new.key is not None:
+                self._release_stale_key(new.project, new.key, now)
+            branch_id = self._insert(new, now).id
+            branch = self._logs[branch_id]
+            branch.messages = {
+                seq: dataclasses.replace(m, session_id=branch_id)
+                for seq, m in source.messages.items()
+                if seq <= at_seq
+            }
+            branch.traces = {seq: t for seq, t in source.traces.items() if seq <= at_seq}
+            branch.summaries = {
+                seq: dataclasses.replace(c, session_id=branch_id)
+                for seq, c in source.summaries.items()
+                if seq <= at_seq
+            }
+            branch.agents = {
+                agent: dataclasses.replace(
+                    state,
+                    session_id=branch_id,
+                    last_processed_seq=min(state.last_processed_seq, at_seq),
+                    provider_session_id=None,
+                )
+                for agent, state in source.agents.items()
+            }
+            self._forks[branch_id] = Branch(branch_id, source_id, at_seq, now)
+            return _copy(branch.recompute_totals(now))
+
+    def list_branches(self, session_id: str) -> list[Branch]:
+        with self._lock:
+            self._log(session_id)
+            branches = [
+                b
+                for b in self._forks.values()
+                if b.parent_id == session_id and b.session_id in self._logs
+            ]
+        return sorted(branches, key=lambda b: (b.created_at, b.session_id))
+
+    def fork_origin(self, session_id: str) -> Branch | None:
+        with self._lock:
+            self._log(session_id)
+            return self._forks.get(session_id)
 
     # -- turn traces ------------------------------------------------------------------------
 

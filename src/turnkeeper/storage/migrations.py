@@ -299,6 +299,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX messages_search ON messages USING GIN (search_vector)",
         ),
     ),
+    # No foreign key on `parent_id`: deleting the
+    # source must leave its branches (whose rows are their own) and where they came from.
+    Migration.written_once(
+        8,
+        "session branches",
+        """CREATE TABLE session_forks (
+                session_id TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+                parent_id TEXT NOT NULL,
+                forked_at_seq INTEGER NOT NULL,
+                created_at {time} NOT NULL
+            )""",
+        "CREATE INDEX session_forks_by_parent ON session_forks (parent_id, created_at)",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

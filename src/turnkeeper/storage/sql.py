@@ -31,6 +31,7 @@ from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
     ApiKey,
+    Branch,
     Message,
     MessageDraft,
     NewSession,
@@ -195,6 +196,56 @@ INSERT_TRACE = (
     "INSERT INTO turn_traces (session_id, seq, data) VALUES (?, ?, ?)"
     " ON CONFLICT (session_id, seq) DO NOTHING"
 )
+
+
+# -- branches: the prefix of a session copied into a new one (see `ForkStore`) -----------------
+
+COPY_MESSAGES = (
+    f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT id, ?, seq, role, author, content,"
+    " internal, created_at, tokens, usage_input_tokens, usage_output_tokens, tool_calls,"
+    " tool_call_id, metadata FROM messages WHERE session_id = ? AND seq <= ?"
+)
+COPY_TRACES = (
+    "INSERT INTO turn_traces (session_id, seq, data)"
+    " SELECT ?, seq, data FROM turn_traces WHERE session_id = ? AND seq <= ?"
+)
+COPY_SUMMARIES = (
+    f"INSERT INTO summaries ({SUMMARY_COLUMNS}) SELECT ?, covers_to_seq, text, tokens, method,"
+    " created_at FROM summaries WHERE session_id = ? AND covers_to_seq <= ?"
+)
+COPY_AGENT_STATES = (
+    f"INSERT INTO agent_states ({AGENT_STATE_COLUMNS}) SELECT ?, agent,"
+    " CASE WHEN last_processed_seq > ? THEN CAST(? AS INTEGER) ELSE last_processed_seq END,"
+    " NULL, execution_ms, turns, updated_at FROM agent_states WHERE session_id = ?"
+)
+"""An agent's position is capped at the fork point; its provider session belongs to the
+source's line (continuing it from the branch would show the model the source's later turns)."""
+FORK_COLUMNS = "session_id, parent_id, forked_at_seq, created_at"
+INSERT_FORK = f"INSERT INTO session_forks ({FORK_COLUMNS}) VALUES (?, ?, ?, ?)"
+SELECT_BRANCHES = (
+    f"SELECT {FORK_COLUMNS} FROM session_forks WHERE parent_id = ? ORDER BY created_at, session_id"
+)
+SELECT_FORK_ORIGIN = f"SELECT {FORK_COLUMNS} FROM session_forks WHERE session_id = ?"
+
+
+def fork_copies(branch_id: str, source_id: str, at_seq: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements copying the prefix of `source_id` up to `at_seq` into `branch_id`."""
+    prefix = (branch_id, source_id, at_seq)
+    return [
+        (COPY_MESSAGES, prefix),
+        (COPY_TRACES, prefix),
+        (COPY_SUMMARIES, prefix),
+        (COPY_AGENT_STATES, (branch_id, at_seq, at_seq, source_id)),
+    ]
+
+
+def branch_from_row(row: Row, d: Dialect) -> Branch:
+    return Branch(
+        session_id=row["session_id"],
+        parent_id=row["parent_id"],
+        forked_at_seq=row["forked_at_seq"],
+        created_at=d.decode_ts(row["created_at"]),
+    )
 
 
 def trace_params(session_id: str, traces: Sequence[tuple[int, str]]) -> list[tuple[str, int, str]]:

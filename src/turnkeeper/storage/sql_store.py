@@ -27,11 +27,13 @@ from typing import Any, Protocol
 
 from turnkeeper.errors import Conflict, NotFound, SessionNotFound
 from turnkeeper.storage import sql
+from turnkeeper.storage.base import check_fork
 from turnkeeper.storage.migrations import MIGRATIONS
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
     ApiKey,
+    Branch,
     ExpiryReport,
     Message,
     MessageDraft,
@@ -314,6 +316,43 @@ class SQLStore(sql.SQLReads):
                 tx.execute(sql.RECOMPUTE_TOTALS, (at, session.id)).fetchall()
                 tx.execute(sql.RESTORE_IMPORTED, (at, session.version, session.id))
         return added
+
+    # -- branches ---------------------------------------------------------------------------
+
+    def fork_session(
+        self, source_id: str, at_seq: int, new: NewSession, *, now: datetime
+    ) -> Session:
+        checked = False
+        try:
+            with self._transaction() as tx:
+                # The source's row lock holds appends to it back while its prefix is copied.
+                check_fork(self._locked_session(tx, source_id), at_seq, new, now)
+                checked = True
+                if new.key is not None:
+                    self._release_stale_key(tx, new, now)
+                branch = self._insert_session(tx, new, now, if_key_free=False)
+                assert branch is not None
+                for query, params in sql.fork_copies(branch.id, source_id, at_seq):
+                    tx.execute(query, params)
+                at = self.dialect.encode_ts(now)
+                tx.execute(sql.INSERT_FORK, (branch.id, source_id, at_seq, at))
+                return self._returning_session(tx, sql.RECOMPUTE_TOTALS, (at, branch.id))
+        except Conflict as exc:
+            if not checked:  # the source's own state, said by `check_fork`
+                raise
+            raise Conflict(
+                f"key {new.key!r} is held by a live session of project {new.project!r}"
+            ) from exc
+
+    def list_branches(self, session_id: str) -> list[Branch]:
+        self.get_session(session_id)
+        rows = self._read(sql.SELECT_BRANCHES, (session_id,))
+        return [sql.branch_from_row(row, self.dialect) for row in rows]
+
+    def fork_origin(self, session_id: str) -> Branch | None:
+        self.get_session(session_id)
+        rows = self._read(sql.SELECT_FORK_ORIGIN, (session_id,))
+        return sql.branch_from_row(rows[0], self.dialect) if rows else None
 
     # -- API keys ---------------------------------------------------------------------------
 

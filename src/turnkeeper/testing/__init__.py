@@ -15,8 +15,8 @@ Subclass a contract and give it a `store` fixture that yields a fresh, empty sto
             store.close()
 
 `StoreContract` covers the core `Store` every backend must have; `AgentStateContract`,
-`SummaryContract`, `TraceContract`, `ApiKeyContract`, `AdminContract`, `TransferContract` and
-`LockingContract` each cover one optional capability — mix in those your store offers.
+`SummaryContract`, `TraceContract`, `ApiKeyContract`, `AdminContract`, `TransferContract`,
+`ForkContract` and `LockingContract` each cover one optional capability — mix in those your store offers.
 `FullStoreContract` is all of them but locking. The tests call the store directly, with fixed
 times (`NOW`), so a failure names the rule the store broke.
 """
@@ -41,6 +41,7 @@ from turnkeeper.testing.capabilities import (
     TransferContract,
 )
 from turnkeeper.testing.core import StoreContract
+from turnkeeper.testing.forks import ForkContract
 from turnkeeper.testing.values import NOW, draft, new_session
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "AdminContract",
     "AgentStateContract",
     "ApiKeyContract",
+    "ForkContract",
     "FullStoreContract",
     "LockingContract",
     "StoreContract",

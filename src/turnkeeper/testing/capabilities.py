@@ -24,6 +24,7 @@ from turnkeeper.storage.base import (
     TransferStore,
 )
 from turnkeeper.testing.core import StoreContract
+from turnkeeper.testing.forks import ForkContract
 from turnkeeper.testing.values import LATER, MISSING, NOW, draft, new_session
 from turnkeeper.types import (
     AgentStateUpdate,
@@ -466,6 +467,7 @@ class FullStoreContract(
     ApiKeyContract,
     AdminContract,
     TransferContract,
+    ForkContract,
 ):
     """Every contract but locking: what a store standing in for the bundled ones must pass."""
 

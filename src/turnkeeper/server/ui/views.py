@@ -21,7 +21,14 @@ from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel, Field
 
 from turnkeeper.config import Settings
-from turnkeeper.errors import Forbidden, InvalidInput, TurnkeeperError, Unauthenticated
+from turnkeeper.errors import (
+    Forbidden,
+    InvalidInput,
+    SessionNotFound,
+    TurnkeeperError,
+    Unauthenticated,
+    UpstreamError,
+)
 from turnkeeper.server.auth import Caller, authenticate
 from turnkeeper.server.deps import TK, AppSettings, SessionPath, Turns
 from turnkeeper.server.problems import public_detail, status_for
@@ -31,7 +38,15 @@ from turnkeeper.server.ui.render import page
 from turnkeeper.service import Turnkeeper
 from turnkeeper.traces import trace_of, window_diff
 from turnkeeper.turns import Attempt, TurnStream
-from turnkeeper.types import ContextWindow, NewMessage, Role, Session, SessionStatus, StrategyName
+from turnkeeper.types import (
+    Branch,
+    ContextWindow,
+    NewMessage,
+    Role,
+    Session,
+    SessionStatus,
+    StrategyName,
+)
 
 PAGE_SIZE = 25
 TRANSCRIPT_LIMIT = 500
@@ -42,6 +57,10 @@ NOTICES = {
     "reset": "The history was cleared.",
     "archived": "The session was archived: still readable, no longer live.",
     "added": "Message added.",
+    "forked": "This is a new branch: it shares the history up to the message you picked.",
+    "regenerated": "Edited on a new branch, and the model answered the edited message.",
+    "edited": "Edited on a new branch. No model is configured, so nothing answered it.",
+    "reply_failed": "Edited on a new branch, but the model failed to answer; try again below.",
 }
 
 
@@ -223,6 +242,107 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
     return dataclasses.replace(asked, window=window)
 
 
+# -- branches -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Line:
+    """One session in the branch switcher."""
+
+    id: str
+    label: str
+    note: str
+    current: bool
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where a session came from and the sessions one click away: its source, the source's
+    other branches, and its own branches (what the branch switcher lists)."""
+
+    origin: Branch | None
+    parent: Session | None
+    lines: list[Line]
+
+    def forked_here(self, seq: int) -> bool:
+        return self.origin is not None and self.origin.forked_at_seq == seq
+
+
+def _line(tk: Turnkeeper, session_id: str, note: str, current: str) -> Line | None:
+    try:
+        found = tk.get_session(session_id)
+    except SessionNotFound:
+        return None
+    label = found.title or found.key or found.id[:8]
+    return Line(found.id, label, f"{note} · {found.id[:8]}", found.id == current)
+
+
+def _family(tk: Turnkeeper, session: Session, scope: str | None) -> Family:
+    origin = tk.fork_origin(session, project=scope)
+    parent = None
+    lines: list[Line | None] = []
+    if origin is not None:
+        try:
+            parent = tk.get_session(origin.parent_id, project=scope)
+        except SessionNotFound:  # deleted since: the branch keeps its history
+            parent = None
+        if parent is not None:
+            lines.append(_line(tk, parent.id, "source", session.id))
+            lines += [
+                _line(tk, b.session_id, f"branch at #{b.forked_at_seq}", session.id)
+                for b in tk.branches(parent)
+            ]
+    if not lines:
+        lines.append(_line(tk, session.id, "this session", session.id))
+    lines += [
+        _line(tk, b.session_id, f"branch at #{b.forked_at_seq}", session.id)
+        for b in tk.branches(session)
+    ]
+    return Family(origin, parent, [line for line in lines if line is not None])
+
+
+@router.post("/sessions/{ref}/fork")
+def fork(ref: SessionPath, caller: UICaller, form: Form, tk: TK) -> Response:
+    """'Branch from here': a new session sharing this one's history up to the message."""
+    at_seq = _number("at_seq", form.get("at_seq"))
+    if at_seq is None:
+        raise InvalidInput("at_seq", "pick the message to branch from")
+    return _back(tk.fork(ref, at_seq, project=caller.scope(None)), "forked")
+
+
+@router.post("/sessions/{ref}/regenerate")
+def regenerate(
+    request: Request,
+    ref: SessionPath,
+    caller: UICaller,
+    form: Form,
+    turns: Turns,
+    settings: AppSettings,
+) -> Response:
+    """'Edit and regenerate' on a user message: fork at the message before it, append the
+    edited text to the branch and run the chat turn there; the original stays as it was."""
+    tk, scope = turns.tk, caller.scope(None)
+    seq = _number("seq", form.get("seq"))
+    content = form.get("content", "")
+    if not content.strip():
+        raise InvalidInput("content", "the edited message is empty")
+    source = tk.get_session(ref, project=scope)
+    edited = tk.history(source, from_seq=seq, limit=1) if seq else []
+    if not edited or edited[0].seq != seq or edited[0].role is not Role.USER:
+        raise InvalidInput("seq", "only a stored user message can be edited and regenerated")
+    branch = tk.fork(source, edited[0].seq - 1, project=scope)
+    message = NewMessage(role=Role.USER, content=content, author=edited[0].author)
+    if not model_configured(settings):
+        tk.append_many(branch, [message])
+        return _back(branch, "edited")
+    attempt = Attempt(request_id=getattr(request.state, "request_id", None), source="ui")
+    try:
+        turns.complete(turns.prepare(branch, [message], attempt=attempt))
+    except UpstreamError:  # the edited message is stored; the branch page offers the chat box
+        return _back(branch, "reply_failed")
+    return _back(branch, "regenerated")
+
+
 @router.get("/sessions/{ref}")
 def session_page(
     request: Request,
@@ -258,6 +378,7 @@ def session_page(
         chat_ready=model_configured(settings), notice=NOTICES.get(notice or ""),
         agents=sorted({state.agent for state in tk.agents.states(session, project=scope)}
                       | {m.author for m in newest if m.author and m.role == "assistant"}),
+        family=_family(tk, session, scope),
     )  # fmt: skip
 
 

@@ -1,0 +1,71 @@
+"""The HTTP shapes of conversation branches (`turnkeeper.service.branches`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkeeper.server.schemas import JSON, MAX_TTL_SECONDS, _Request, _ttl
+from turnkeeper.types import UNSET, Branch
+from turnkeeper.validation import NAME_PATTERN
+
+
+class ForkRequest(_Request):
+    """Where to fork and what the branch is called."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"at_seq": 4, "title": "Try the other design"}]},
+    )
+
+    at_seq: int = Field(
+        ge=0,
+        le=2**31 - 1,
+        description="The last seq the branch shares with the session (0: none of it).",
+    )
+    key: str | None = Field(
+        None,
+        pattern=NAME_PATTERN,
+        description="Natural key of the branch (free among live sessions).",
+    )
+    title: str | None = Field(None, max_length=1000, description="Default: the source's title.")
+    metadata: JSON | None = Field(None, description="Default: the source's metadata.")
+    ttl_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_TTL_SECONDS,
+        description="Lifetime in seconds. Absent: the configured session_expiration; null: "
+        "the branch never expires.",
+    )
+
+    def fields(self) -> dict[str, Any]:
+        """The keyword arguments of `Turnkeeper.fork` after the session and `at_seq`."""
+        ttl = _ttl(self.ttl_seconds) if "ttl_seconds" in self.model_fields_set else UNSET
+        return dict(key=self.key, title=self.title, metadata=self.metadata, ttl=ttl)
+
+
+class BranchPublic(BaseModel):
+    """A fork: the branch, the session it came from, and the last seq they share."""
+
+    session_id: str = Field(description="The branch.")
+    parent_id: str = Field(description="The session it was forked from (may be deleted since).")
+    forked_at_seq: int
+    created_at: datetime
+
+    @classmethod
+    def from_domain(cls, branch: Branch) -> BranchPublic:
+        return cls(
+            session_id=branch.session_id,
+            parent_id=branch.parent_id,
+            forked_at_seq=branch.forked_at_seq,
+            created_at=branch.created_at,
+        )
+
+
+class BranchList(BaseModel):
+    """Where a session came from, and the branches forked from it."""
+
+    forked_from: BranchPublic | None = Field(description="null: not a branch.")
+    branches: list[BranchPublic] = Field(description="Forks of this session, oldest first.")

@@ -56,7 +56,7 @@ class SQLiteStore(SQLStore):
         self,
         url: str,
         *,
-        synchronous: str = "FULL",
+        synchronous: str = "NORMAL",
         busy_timeout: timedelta = timedelta(seconds=60),
         target_version: int = LATEST_VERSION,
         create_directory: bool = False,

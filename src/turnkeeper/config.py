@@ -13,6 +13,7 @@ service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_toke
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -76,6 +77,17 @@ def default_config_path() -> Path:
     env = os.environ.get("TURNKEEPER_CONFIG")
     if env:
         return Path(env)
+    return _user_config_file(*(os.environ.get(name) for name in _CONFIG_DIR_VARIABLES))
+
+
+_CONFIG_DIR_VARIABLES = ("XDG_CONFIG_HOME", "HOME", "USERPROFILE", "APPDATA")
+"""What platformdirs derives the user's config directory from, on any platform."""
+
+
+@functools.lru_cache(maxsize=8)
+def _user_config_file(*variables: str | None) -> Path:
+    """The config file in the user's config directory (asked on every `turnkeeper.open()`,
+    so remembered per the values of `_CONFIG_DIR_VARIABLES` it is derived from)."""
     return Path(platformdirs.user_config_dir(APP_NAME)) / "turnkeeper.toml"
 
 

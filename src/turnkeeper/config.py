@@ -13,9 +13,11 @@ service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_toke
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
+from collections.abc import Hashable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,17 @@ def default_config_path() -> Path:
     env = os.environ.get("TURNKEEPER_CONFIG")
     if env:
         return Path(env)
+    return _user_config_file(*(os.environ.get(name) for name in _CONFIG_DIR_VARIABLES))
+
+
+_CONFIG_DIR_VARIABLES = ("XDG_CONFIG_HOME", "HOME", "USERPROFILE", "APPDATA")
+"""What platformdirs derives the user's config directory from, on any platform."""
+
+
+@functools.lru_cache(maxsize=8)
+def _user_config_file(*variables: str | None) -> Path:
+    """The config file in the user's config directory (asked on every `turnkeeper.open()`,
+    so remembered per the values of `_CONFIG_DIR_VARIABLES` it is derived from)."""
     return Path(platformdirs.user_config_dir(APP_NAME)) / "turnkeeper.toml"
 
 
@@ -94,8 +107,11 @@ class Settings(BaseSettings):
         "user's data directory).",
     )
     sqlite_synchronous: str = Field(
-        default="FULL",
-        description="SQLite `synchronous` pragma: FULL (every commit reaches the disk) or NORMAL.",
+        default="NORMAL",
+        description="SQLite `synchronous` pragma (the database is always in WAL mode): NORMAL "
+        "(the default: never corrupts, and survives a crash of the process, but a power loss or "
+        "OS crash may undo the last commits) or FULL (every commit is on the disk before it "
+        "returns, at the cost of an fsync per write).",
     )
     default_project: str = Field(default="default", min_length=1, max_length=200)
     postgres_pool_size: int = Field(
@@ -339,11 +355,47 @@ class _TomlSource(PydanticBaseSettingsSource):
         return section
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Build the settings, turning validation errors into `InvalidConfig` naming the key."""
-    clean = {name: value for name, value in overrides.items() if value is not None}
+_LOADED: dict[Hashable, Settings] = {}
+"""Settings already built, by everything they were built from (see `_sources_key`)."""
+_LOADED_MAX = 64
+
+
+def _sources_key(clean: dict[str, Any]) -> Hashable | None:
+    """Everything a `Settings` is built from: the overrides, the whole environment (the
+    `TURNKEEPER_*` variables, and those the default paths derive from) and the config file's
+    identity (path, size, modification time). None when an override is not hashable."""
+    path = default_config_path()
     try:
-        return Settings(**clean)
+        stat = path.stat()
+        file: tuple[Any, ...] = (str(path), stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        file = (str(path),)
+    key = (frozenset(os.environ.items()), frozenset(clean.items()), file)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings, turning validation errors into `InvalidConfig` naming the key.
+
+    Building them from the environment costs pydantic-settings about a millisecond (most of a
+    `turnkeeper.open()`), so settings built from the same overrides, environment and config
+    file are built once per process; each caller gets its own copy."""
+    clean = {name: value for name, value in overrides.items() if value is not None}
+    key = _sources_key(clean)
+    loaded = _LOADED.get(key) if key is not None else None
+    if loaded is not None:
+        return loaded.model_copy()
+    try:
+        settings = Settings(**clean)
+        if key is not None:
+            if len(_LOADED) >= _LOADED_MAX:
+                _LOADED.clear()
+            _LOADED[key] = settings.model_copy()
+        return settings
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or "settings"

@@ -36,6 +36,11 @@ class Unit:
 
     def __post_init__(self) -> None:
         # Computed once: strategies ask for these for every unit, often repeatedly.
+        if len(self.messages) == 1:  # most units: no generators (a build makes hundreds)
+            (only,) = self.messages
+            object.__setattr__(self, "tokens", only.tokens)
+            object.__setattr__(self, "stored", 0 if only.seq is None else 1)
+            return
         object.__setattr__(self, "tokens", sum(message.tokens for message in self.messages))
         object.__setattr__(
             self, "stored", sum(1 for message in self.messages if message.seq is not None)

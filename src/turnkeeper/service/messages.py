@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from turnkeeper.context.formats import wire_name
-from turnkeeper.errors import InvalidInput
+from turnkeeper.errors import InvalidInput, SessionNotFound
 from turnkeeper.service.core import Core, SessionRef
 from turnkeeper.types import (
     JSONObject,
@@ -27,6 +27,12 @@ from turnkeeper.types import (
     Usage,
 )
 from turnkeeper.validation import check_message, check_non_negative, check_positive
+
+
+def _looks_like_id(ref: str) -> bool:
+    """True for a string shaped like the session ids turnkeeper makes (a UUID's text form);
+    a key may look like one too, and is then resolved after the store does not find it."""
+    return len(ref) == 36 and ref[8] == ref[13] == ref[18] == ref[23] == "-"
 
 
 class Messages(Core):
@@ -96,16 +102,42 @@ class Messages(Core):
         """Append messages atomically (all or none), in order, with gapless seqs."""
         if expected_last_seq is not None:
             check_non_negative("expected_last_seq", expected_last_seq)
-        session = self.get_session(ref, project=project)
+        session_id = self._appendable_id(ref, project)
+        session = None if session_id is not None else self.get_session(ref, project=project)
         drafts = []
         for index, message in enumerate(messages):
             try:
                 drafts.append(self.draft(message))
             except InvalidInput as exc:
+                if session is None:  # a missing session is reported before a bad message
+                    self.get_session(ref, project=project)
                 if index == 0 and not drafts:
                     raise
                 raise type(exc)(f"messages[{index}].{exc.field}", exc.problem) from None
+        if session_id is not None:
+            try:
+                return self.store.append_messages(
+                    session_id, drafts, expected_last_seq=expected_last_seq, now=self._clock()
+                )
+            except SessionNotFound:
+                session = self.get_session(ref, project=project)  # a key shaped like an id
+        assert session is not None
         return self._store_drafts(session, drafts, expected_last_seq)
+
+    def _appendable_id(self, ref: SessionRef, project: str | None) -> str | None:
+        """The session id an append can go to without reading the session first, else None.
+
+        The store's append locks and checks the session row itself (existence, status,
+        expiry), so the service's own read of it — a sixth of an append — is needed only to
+        resolve a key, to check a project, or for sliding expiry (which extends the session
+        from what it read)."""
+        if project is not None or self.settings.sliding_expiry:
+            return None
+        if isinstance(ref, Session):
+            return ref.id
+        if isinstance(ref, str) and _looks_like_id(ref):
+            return ref
+        return None
 
     def append_traced(self, session: Session, message: NewMessage, trace: str) -> Message:
         """Append a chat turn's reply together with its turn trace (`turnkeeper.traces`), in

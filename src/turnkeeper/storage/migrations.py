@@ -312,6 +312,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         "CREATE INDEX session_forks_by_parent ON session_forks (parent_id, created_at)",
     ),
+    # Every append rewrites the session row's totals and `updated_at`, and every index holding
+    # a rewritten column is rewritten with it: a page each in the write-ahead log per commit.
+    # A key lookup needs only (project, key): a key has a handful of sessions, sorted in memory.
+    # SQLite's planner never used `messages_user_facing` (the primary key (session_id, seq)
+    # serves the user-facing reads, filtering the rare internal rows), yet each message wrote it.
+    Migration(
+        9,
+        "leaner append: key index without updated_at, no unused message index",
+        sqlite=(
+            "DROP INDEX messages_user_facing",
+            "DROP INDEX sessions_by_key",
+            "CREATE INDEX sessions_by_key ON sessions (project, key)",
+        ),
+        postgres=(
+            "DROP INDEX sessions_by_key",
+            "CREATE INDEX sessions_by_key ON sessions (project, key)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

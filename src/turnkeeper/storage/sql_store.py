@@ -216,19 +216,23 @@ class SQLStore(sql.SQLReads):
         d = self.dialect
         ids = list(dict.fromkeys(draft.id for draft in drafts))
         with self._transaction() as tx:
-            session = self._locked_session(tx, session_id)
+            row = tx.execute(sql.SELECT_APPEND_TARGET + d.row_lock, (session_id,)).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            target = sql.append_target_from_row(row, d)
             rows = tx.execute(
                 sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), [session_id, *ids]
             ).fetchall()
             stored = {row["id"]: sql.message_from_row(row, d) for row in rows}
             plan = sql.plan_append(
-                session, drafts, stored, expected_last_seq=expected_last_seq, now=now
+                target, drafts, stored, expected_last_seq=expected_last_seq, now=now
             )
             if plan.added:
-                tx.executemany(
-                    sql.INSERT_MESSAGE,
-                    [sql.message_params(session_id, m.seq, m, d) for m in plan.added],
-                )
+                params = [sql.message_params(session_id, m.seq, m, d) for m in plan.added]
+                if len(params) == 1:  # the common case; executemany's set-up costs more
+                    tx.execute(sql.INSERT_MESSAGE, params[0])
+                else:
+                    tx.executemany(sql.INSERT_MESSAGE, params)
                 tx.execute(sql.ADD_TOTALS, plan.totals_params(session_id, now, d))
                 if plan.traces:
                     tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))

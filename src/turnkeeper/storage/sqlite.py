@@ -58,7 +58,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         self,
         url: str,
         *,
-        synchronous: str = "FULL",
+        synchronous: str = "NORMAL",
         busy_timeout: timedelta = timedelta(seconds=60),
         target_version: int = LATEST_VERSION,
         create_directory: bool = False,
@@ -91,11 +91,15 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
+                # `timeout` is SQLite's busy timeout (the same as `PRAGMA busy_timeout`, one
+                # statement fewer on every open).
                 conn = sqlite3.connect(
-                    self.path, isolation_level=None, check_same_thread=False, timeout=60
+                    self.path,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self._busy_timeout_ms / 1000,
                 )
                 conn.row_factory = sqlite3.Row
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 conn.execute("PRAGMA foreign_keys = ON")

@@ -54,10 +54,12 @@ def test_expired_sessions_are_archived_before_deletion_and_import_restores_them(
     before = {sid: (tk.get_session(sid), tk.history(sid)) for sid in doomed}
     clock.advance(timedelta(hours=2))
     archive = tmp_path / "cold"
-    assert tk.expire(delete=True, grace=timedelta(hours=3), archive_dir=archive).deleted == ()
+    assert (
+        tk.transfer.expire(delete=True, grace=timedelta(hours=3), archive_dir=archive).deleted == ()
+    )
     assert not archive.exists() or not list(archive.iterdir())  # nothing past the grace yet
     clock.advance(timedelta(hours=3))
-    report = tk.expire(delete=True, grace=timedelta(hours=3), archive_dir=archive)
+    report = tk.transfer.expire(delete=True, grace=timedelta(hours=3), archive_dir=archive)
     assert report.deleted == tuple(sorted(doomed))
     for sid in doomed:
         with pytest.raises(SessionNotFound):
@@ -234,7 +236,7 @@ def test_project_stats_count_sessions_by_status_including_expired(
     tk.create_session(ttl=None)
     clock.advance(timedelta(hours=2))
     assert dict(tk.project_stats("default")[0].sessions_by_status) == {"active": 3}
-    tk.expire()
+    tk.transfer.expire()
     stats = tk.project_stats("default")[0]
     assert dict(stats.sessions_by_status) == {"active": 1, "expired": 2}
     assert stats.message_count == 4
@@ -246,6 +248,6 @@ def test_deletion_reports_each_session_to_the_progress_callback(
     doomed = _expiring(tk, 4)
     clock.advance(timedelta(hours=2))
     seen: list[str] = []
-    report = tk.expire(delete=True, grace=timedelta(0), progress=seen.append)
+    report = tk.transfer.expire(delete=True, grace=timedelta(0), progress=seen.append)
     assert sorted(seen) == sorted(doomed) == list(report.deleted)
     assert report.archive_path is None

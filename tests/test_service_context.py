@@ -34,7 +34,7 @@ def test_an_expired_session_is_never_served_as_live(tk: Turnkeeper, clock: Clock
     clock.advance(timedelta(hours=1, seconds=1))
     with pytest.raises(SessionExpired):
         tk.context(session)
-    tk.expire()
+    tk.transfer.expire()
     with pytest.raises(SessionExpired):
         tk.context(session.id)
 

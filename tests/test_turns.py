@@ -154,14 +154,14 @@ def test_export_then_import_round_trips_a_session_with_its_traces(
     history = tk.history("kept")
     out = tmp_path / "kept.jsonl"
     with out.open("w", encoding="utf-8") as handle:
-        tk.export_sessions(["kept"], handle)
+        tk.transfer.export_sessions(["kept"], handle)
     assert sum('"type": "trace"' in line for line in out.read_text().splitlines()) == 2
     tk.delete_session("kept")
-    report = tk.import_sessions(out)
+    report = tk.transfer.import_sessions(out)
     assert (report.messages_added, report.errors) == (5, [])
     assert tk.history("kept") == history
     assert [trace_of(tk, "kept", seq) for seq in (3, 5)] == before
-    again = tk.import_sessions(out)
+    again = tk.transfer.import_sessions(out)
     assert (again.messages_added, again.errors) == (0, [])
     assert [trace_of(tk, "kept", seq) for seq in (3, 5)] == before
 
@@ -173,11 +173,11 @@ def test_a_trace_record_not_naming_a_reply_is_reported_and_the_rest_imports(
     chat.turn("bad", "Hello")
     out = tmp_path / "bad.jsonl"
     with out.open("w", encoding="utf-8") as handle:
-        tk.export_sessions(["bad"], handle)
+        tk.transfer.export_sessions(["bad"], handle)
     lines = out.read_text().splitlines()
     out.write_text("\n".join([*lines, lines[-1].replace('"seq": 2', '"seq": 1')]) + "\n")
     tk.delete_session("bad")
-    report = tk.import_sessions(out)
+    report = tk.transfer.import_sessions(out)
     assert report.errors == [f"{out}:5: trace seq 1 is not an assistant message of its session"]
     assert report.messages_added == 2 and trace_of(tk, "bad", 2)[0].seq == 2
 

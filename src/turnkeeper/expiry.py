@@ -1,6 +1,6 @@
 """Expiry: cold storage for expired sessions, and the sweeper that runs expiry on a timer.
 
-`Turnkeeper.expire()` marks sessions past `expires_at` as expired and, with `delete`, removes
+`tk.transfer.expire()` marks sessions past `expires_at` expired and, with `delete`, removes
 those past the grace period. With an archive directory it first writes them to one JSONL file
 per run, in `turnkeeper.jsonl`'s export format, so `turnkeeper import FILE` brings them back.
 The file is written under a temporary name, flushed to disk and renamed before anything is
@@ -195,7 +195,7 @@ def sweep_lock(store: Store) -> SweepLock:
 
 
 class Sweeper:
-    """Runs `tk.expire(delete=…)` every `interval` on a background thread; one at a time
+    """Runs `tk.transfer.expire(delete=…)` every `interval` on a background thread; one at a time
     across every process sharing the database. `start()` and `stop()` it with the service."""
 
     def __init__(
@@ -222,7 +222,7 @@ class Sweeper:
                 if not acquired:
                     metrics.SWEEPS.labels("skipped").inc()
                     return None
-                report = self.tk.expire(delete=self.delete)
+                report = self.tk.transfer.expire(delete=self.delete)
         except TurnkeeperError as exc:  # the next run tries again
             metrics.SWEEPS.labels("failed").inc()
             self._logger.warning("expiry_sweep_failed", error=str(exc))

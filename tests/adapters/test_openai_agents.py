@@ -256,3 +256,16 @@ def test_a_context_strategy_trims_what_the_agent_is_given_but_not_the_store(
     assert given[0]["role"] == "system"  # the strategy's marker of what was left out
     assert run(session.get_items(2)) == items[-2:]
     assert tk.get_session("long").message_count == 20
+
+
+def test_pop_item_goes_through_the_service_on_its_clock_and_in_its_project(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    tk.append(tk.create_session(key="agent-1"), "user", "another project's")
+    session = TurnkeeperSession("agent-1", tk, project="bots")
+    run(session.add_items([{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]))
+    clock.advance(timedelta(hours=3))
+    assert run(session.pop_item()) == {"role": "user", "content": "two"}
+    ours = tk.get_session("agent-1", project="bots")
+    assert (ours.message_count, ours.updated_at) == (1, clock())
+    assert tk.get_session("agent-1").message_count == 1  # the default project's is untouched

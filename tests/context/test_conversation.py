@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Clock
+from tests.conftest import Clock, make_sqlite_store
 from turnkeeper.cache import CachedStore, SessionLRU
 from turnkeeper.config import Settings
 from turnkeeper.context.conversation import (
+    RECENT_MESSAGES,
     ConversationContext,
     RecentMessage,
     planner_context,
@@ -20,8 +21,9 @@ from turnkeeper.context.conversation import (
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
+from turnkeeper.storage.base import Store
 from turnkeeper.storage.sqlite import SQLiteStore
-from turnkeeper.types import Message, NewMessage
+from turnkeeper.types import Message, NewMessage, Session
 
 
 class CountingStore(SQLiteStore):
@@ -147,3 +149,67 @@ def test_planner_context_renders_the_planner_text() -> None:
     assert lines[-1] == "Previously mentioned entities: " + ", ".join(f"e{i}" for i in range(10))
     first = planner_context(ConversationContext.empty("c"))
     assert first == "This is the user's first message in this conversation."
+
+
+class RowCountingStore(SQLiteStore):
+    """A SQLite store that counts the message rows it reads from the database."""
+
+    rows = 0
+
+    def read_messages(self, session_id: str, **kwargs: Any) -> list[Message]:
+        found = super().read_messages(session_id, **kwargs)
+        self.rows += len(found)
+        return found
+
+
+def _long_conversation(tk: Turnkeeper, key: str, turns: int) -> Session:
+    session = tk.create_session(key=key)
+    tk.append_many(
+        session,
+        [
+            NewMessage("user", f"question {n}.")
+            if n % 2 == 0
+            else NewMessage("assistant", f"answer {n}.", metadata={"referenced_ids": [f"e{n}"]})
+            for n in range(turns)
+        ],
+    )
+    return session
+
+
+def test_each_later_call_reads_only_the_tail_of_a_long_conversation(
+    tmp_path: Path, settings: Settings, clock: Clock
+) -> None:
+    store = RowCountingStore(f"sqlite:///{tmp_path / 'rows.db'}", synchronous="NORMAL")
+    tk = Turnkeeper(store, settings, clock=clock)
+    session = _long_conversation(tk, "long", 400)
+    tk.conversation_context(session)
+    for turn in range(3):
+        store.rows = 0
+        tk.append(session, "user", f"and then {turn}?")
+        tk.append(session, "assistant", "noted.", metadata={"referenced_ids": [f"new{turn}"]})
+        context = tk.conversation_context(session)
+        assert store.rows <= 2 * RECENT_MESSAGES  # not the 400-odd messages of the history
+    assert context.message_count == 406
+    assert context.referenced_entities[:2] == ("e1", "e3")
+    assert context.referenced_entities[-3:] == ("new0", "new1", "new2")
+    assert [m.text for m in context.recent_messages][-2:] == ["and then 2?", "noted."]
+    fresh = Turnkeeper(make_sqlite_store(tmp_path / "rows.db"), settings, clock=clock)
+    assert fresh.conversation_context(session) == context  # what reading it all gives
+
+
+def test_remembered_entities_follow_a_popped_or_reset_history(
+    store: Store, settings: Settings, clock: Clock
+) -> None:
+    tk = Turnkeeper(store, settings, clock=clock)
+    session = tk.create_session(key="refs")
+    tk.append(session, "assistant", "a", metadata={"referenced_ids": ["kept"]})
+    tk.append(session, "assistant", "b", metadata={"referenced_ids": ["popped"]})
+    assert tk.conversation_context(session).referenced_entities == ("kept", "popped")
+    tk.pop_last_message(session)
+    tk.append(session, "assistant", "c", metadata={"referenced_ids": ["instead"]})
+    assert tk.conversation_context(session).referenced_entities == ("kept", "instead")
+    other_writer = Turnkeeper(store, settings, clock=clock)
+    other_writer.reset_session(session)
+    other_writer.append(session, "assistant", "a", metadata={"referenced_ids": ["after-reset"]})
+    context = tk.conversation_context(session)
+    assert (context.message_count, context.referenced_entities) == (1, ("after-reset",))

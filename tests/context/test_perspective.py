@@ -40,14 +40,14 @@ def test_single_agent_sees_its_own_turns_as_assistant_and_no_block(tk: Turnkeepe
     s = tk.create_session(key="solo")
     tk.append(s, "user", "@pm plan the launch")
     assert view(tk.context(s, agent="pm")) == [("user", "@pm plan the launch")]
-    tk.agent_responded(s, "pm", "Step one: pick a date.")
+    tk.agents.responded(s, "pm", "Step one: pick a date.")
     tk.append(s, "user", "What about step two?")
     assert view(tk.context(s, agent="pm")) == [
         ("user", "@pm plan the launch"),
         ("assistant", "Step one: pick a date."),
         ("user", "What about step two?"),
     ]
-    tk.agent_responded(s, "pm", "Step two: invite people.")
+    tk.agents.responded(s, "pm", "Step two: invite people.")
     tk.append(s, "user", "Thanks")
     assert view(tk.context(s, agent="pm")) == [
         ("user", "@pm plan the launch"),
@@ -63,9 +63,9 @@ def test_agent_tagged_in_the_first_message_starts_at_zero_with_nothing_else(
 ) -> None:
     s = tk.create_session(key="first")
     tk.append(s, "user", "@pm hello")
-    assert tk.agent_state(s, "pm").last_processed_seq == 0
+    assert tk.agents.state(s, "pm").last_processed_seq == 0
     assert view(tk.context(s, agent="pm")) == [("user", "@pm hello")]
-    assert tk.agent_responded(s, "pm", "Hi!").last_processed_seq == 2
+    assert tk.agents.responded(s, "pm", "Hi!").last_processed_seq == 2
 
 
 def test_agent_tagged_mid_conversation_gets_the_full_history_without_a_block(
@@ -73,7 +73,7 @@ def test_agent_tagged_mid_conversation_gets_the_full_history_without_a_block(
 ) -> None:
     s = tk.create_session(key="mid")
     tk.append(s, "user", "@pm we need a login page")
-    tk.agent_responded(s, "pm", "I will plan it.")
+    tk.agents.responded(s, "pm", "I will plan it.")
     tk.append(s, "user", "@dev please join and build it")
     assert view(tk.context(s, agent="dev")) == [
         ("user", "@pm we need a login page"),
@@ -85,8 +85,8 @@ def test_agent_tagged_mid_conversation_gets_the_full_history_without_a_block(
 def test_other_agents_are_attributed_and_own_turns_are_assistant(tk: Turnkeeper) -> None:
     s = tk.create_session(key="multi")
     tk.append(s, "user", "@pm @dev build a login page")
-    tk.agent_responded(s, "pm", "Plan: form, API, tests.")
-    tk.agent_responded(s, "dev", "Form done.")
+    tk.agents.responded(s, "pm", "Plan: form, API, tests.")
+    tk.agents.responded(s, "dev", "Form done.")
     tk.append(s, "user", "@pm status?")
     expected_history = [("user", "@pm @dev build a login page")]
     assert view(tk.context(s, agent="pm")) == [
@@ -110,22 +110,22 @@ def test_provider_session_id_is_kept_across_turns_and_replaced_when_a_new_one_co
 ) -> None:
     s = tk.create_session(key="ids")
     tk.append(s, "user", "@pm hi")
-    tk.agent_responded(s, "pm", "hello", provider_session_id="claude-1")
+    tk.agents.responded(s, "pm", "hello", provider_session_id="claude-1")
     tk.append(s, "user", "again")
-    assert tk.agent_responded(s, "pm", "yes").provider_session_id == "claude-1"
-    assert tk.agent_responded(s, "pm", provider_session_id="claude-2").provider_session_id == (
+    assert tk.agents.responded(s, "pm", "yes").provider_session_id == "claude-1"
+    assert tk.agents.responded(s, "pm", provider_session_id="claude-2").provider_session_id == (
         "claude-2"
     )
     reopened = Turnkeeper(make_sqlite_store(tmp_path / "agents.db"), settings, clock=clock)
-    state = reopened.agent_state(s.id, "pm")
+    state = reopened.agents.state(s.id, "pm")
     assert (state.provider_session_id, state.last_processed_seq, state.turns) == ("claude-2", 4, 3)
 
 
 def test_a_phase_transition_is_a_system_event_every_agent_sees_in_order(tk: Turnkeeper) -> None:
     s = tk.create_session(key="phases", phase="chat")
     tk.append(s, "user", "@pm let's plan")
-    tk.agent_responded(s, "pm", "Agreed.")
-    event = tk.set_phase(s, "plan", by="pm", summary="Scope agreed: login page.")
+    tk.agents.responded(s, "pm", "Agreed.")
+    event = tk.agents.set_phase(s, "plan", by="pm", summary="Scope agreed: login page.")
     tk.append(s, "user", "@dev go")
     assert tk.get_session(s.id).phase == "plan"
     assert event.metadata["event"]["kind"] == "phase_transition"
@@ -137,7 +137,7 @@ def test_a_phase_transition_is_a_system_event_every_agent_sees_in_order(tk: Turn
         ("user", "@dev go"),
     ]
     with pytest.raises(InvalidInput, match="phase"):
-        tk.set_phase(s, "lunch")
+        tk.agents.set_phase(s, "lunch")
 
 
 def test_a_handoff_reaches_the_returning_agent_in_history_and_in_the_block(
@@ -145,10 +145,10 @@ def test_a_handoff_reaches_the_returning_agent_in_history_and_in_the_block(
 ) -> None:
     s = tk.create_session(key="handoff")
     tk.append(s, "user", "@dev fix the bug")
-    tk.agent_responded(s, "dev", "Looking.")
+    tk.agents.responded(s, "dev", "Looking.")
     tk.append(s, "user", "@qa verify instead")
-    tk.agent_responded(s, "qa", "Bug reproduced.")
-    tk.handoff(s, "qa", "dev", "Repro: log in twice.")
+    tk.agents.responded(s, "qa", "Bug reproduced.")
+    tk.agents.handoff(s, "qa", "dev", "Repro: log in twice.")
     tk.append(s, "user", "@dev over to you")
     handoff = "Hand-off from qa to dev.\nSummary: Repro: log in twice."
     assert view(tk.context(s, agent="dev")) == [
@@ -166,9 +166,9 @@ def test_a_handoff_reaches_the_returning_agent_in_history_and_in_the_block(
 def test_events_an_agent_recorded_itself_are_not_news_to_it(tk: Turnkeeper) -> None:
     s = tk.create_session(key="own-events", phase="chat")
     tk.append(s, "user", "@pm plan it")
-    tk.agent_responded(s, "pm", "Planned.")
-    tk.set_phase(s, "execute", by="pm")
-    tk.handoff(s, "pm", "dev", "Go.")
+    tk.agents.responded(s, "pm", "Planned.")
+    tk.agents.set_phase(s, "execute", by="pm")
+    tk.agents.handoff(s, "pm", "dev", "Go.")
     tk.append(s, "user", "@pm ready?")
     assert view(tk.context(s, agent="pm")) == [
         ("user", "@pm plan it"),
@@ -182,12 +182,12 @@ def test_events_an_agent_recorded_itself_are_not_news_to_it(tk: Turnkeeper) -> N
 def test_new_interaction_marker_appears_only_with_the_away_block(tk: Turnkeeper) -> None:
     s = tk.create_session(key="marker")
     tk.append(s, "user", "@pm hi")
-    tk.agent_responded(s, "pm", "Hello.")
+    tk.agents.responded(s, "pm", "Hello.")
     tk.append(s, "user", "@pm next")  # only the trigger is new: no block, no marker
     window = view(tk.context(s, agent="pm"))
     assert window == [("user", "@pm hi"), ("assistant", "Hello."), ("user", "@pm next")]
-    tk.agent_responded(s, "pm", "Sure.")
-    tk.agent_responded(s, "pm", "And more.")  # its own messages never make a block
+    tk.agents.responded(s, "pm", "Sure.")
+    tk.agents.responded(s, "pm", "And more.")  # its own messages never make a block
     tk.append(s, "user", "@pm done?")
     assert AWAY_HEADER not in str(view(tk.context(s, agent="pm")))
     assert NEW not in view(tk.context(s, agent="pm"))
@@ -236,18 +236,18 @@ def test_history_before_an_earlier_trigger_is_complete_and_the_trigger_appears_o
 def test_responding_moves_the_agent_to_the_end_of_the_history(tk: Turnkeeper) -> None:
     s = tk.create_session(key="advance")
     tk.append_many(s, [NewMessage("user", "a"), NewMessage("user", "b")])
-    assert tk.agent_responded(s, "pm", execution_ms=1500).last_processed_seq == 2
-    tk.agent_responded(s, "dev", "done", execution_ms=500)
+    assert tk.agents.responded(s, "pm", execution_ms=1500).last_processed_seq == 2
+    tk.agents.responded(s, "dev", "done", execution_ms=500)
     assert tk.session_stats(s).execution_ms == 2000
-    assert [st.agent for st in tk.agent_states(s)] == ["dev", "pm"]
+    assert [st.agent for st in tk.agents.states(s)] == ["dev", "pm"]
 
 
 def test_a_reset_moves_every_agent_back_to_the_start(tk: Turnkeeper) -> None:
     s = tk.create_session(key="reset")
     tk.append(s, "user", "hi")
-    tk.agent_responded(s, "pm", "hello", provider_session_id="c-1")
+    tk.agents.responded(s, "pm", "hello", provider_session_id="c-1")
     tk.reset_session(s)
-    state = tk.agent_state(s, "pm")
+    state = tk.agents.state(s, "pm")
     assert (state.last_processed_seq, state.provider_session_id) == (0, "c-1")
 
 
@@ -258,7 +258,7 @@ def _long_multiagent(tk: Turnkeeper) -> str:
     s = tk.create_session(key="long")
     tk.append(s, "system", "You are one of several agents.")
     tk.append(s, "user", "@pm kick off")
-    tk.agent_responded(s, "pm", "Kicked off.")
+    tk.agents.responded(s, "pm", "Kicked off.")
     tk.append_many(
         s,
         [

@@ -52,5 +52,5 @@ def hostile_service(
 def snapshot(tk: Turnkeeper) -> str:
     """Every session and message stored, as the JSONL export writes them."""
     out = io.StringIO()
-    tk.export_sessions(list(tk.iter_session_ids()), out)
+    tk.transfer.export_sessions(list(tk.iter_session_ids()), out)
     return out.getvalue()

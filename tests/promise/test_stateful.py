@@ -198,7 +198,7 @@ class Conversation(RuleBasedStateMachine):
     def agent_replies(self, agent: str, text: str) -> None:
         STEPS["agent_reply"] += 1
         said = Said(self._id(), "assistant", text, author=agent)
-        self.tk.agent_responded(self.session_id, agent, _new(said))
+        self.tk.agents.responded(self.session_id, agent, _new(said))
         self.model.messages.append(said)
 
     # -- reads ------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def test_an_expired_session_is_a_410_for_live_operations(
     service: Service, client: httpx.Client
 ) -> None:
     session = client.post("/v1/sessions", json={"key": "e", "ttl_seconds": 0.01}).json()
-    service.tk.expire()  # the sweeper's job; here by hand
+    service.tk.transfer.expire()  # the sweeper's job; here by hand
     response = client.post("/v1/sessions/e/chat", json={"content": "still there?"})
     context = client.get(f"/v1/sessions/{session['id']}/context")
     assert (response.status_code, context.status_code) == (410, 410)

@@ -360,13 +360,13 @@ def test_expire_marks_then_deletes_after_grace(tk: Turnkeeper, clock: Clock) -> 
     long = tk.create_session(ttl=timedelta(days=7))
     forever = tk.create_session(ttl=None)
     clock.advance(timedelta(hours=2))
-    report = tk.expire()
+    report = tk.transfer.expire()
     assert report.expired == (short.id,) and report.deleted == ()
     assert tk.get_session(short.id).status is SessionStatus.EXPIRED
-    report = tk.expire(delete=True, grace=timedelta(hours=3))
+    report = tk.transfer.expire(delete=True, grace=timedelta(hours=3))
     assert report.deleted == ()
     clock.advance(timedelta(hours=3))
-    report = tk.expire(delete=True, grace=timedelta(hours=3))
+    report = tk.transfer.expire(delete=True, grace=timedelta(hours=3))
     assert report.deleted == (short.id,)
     with pytest.raises(SessionNotFound):
         tk.get_session(short.id)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from turnkeeper.adapters import MissingExtra
@@ -126,8 +125,8 @@ class TurnkeeperSession:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
         if limit is None or limit < 0:
-            return _items(self.tk.store.read_messages(session.id))
-        newest = self.tk.store.read_messages(session.id, newest_first=True, limit=limit)
+            return _items(self.tk.history(session))
+        newest = self.tk.history(session, newest_first=True, limit=limit)
         return _items(reversed(newest))[-limit:]
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
@@ -164,7 +163,7 @@ class TurnkeeperSession:
         session = self._live()
         if session is None:
             return None
-        deleted = self.tk.store.delete_last_message(session.id, now=datetime.now(UTC))
+        deleted = self.tk.pop_last_message(session)
         return None if deleted is None else message_to_items(deleted)[-1]
 
     def _clear(self) -> None:

@@ -63,14 +63,20 @@ def gc(
     with open_ctx(db, json_output) as ctx:
         if dry_run:
             ctx.out.expiry(
-                ctx.tk.expire(delete=delete, grace=grace, dry_run=True), delete=delete, dry_run=True
+                ctx.tk.transfer.expire(delete=delete, grace=grace, dry_run=True),
+                delete=delete,
+                dry_run=True,
             )
             return
         # The plan gives the progress bar its total (what is deleted may differ by a few
         # sessions that expire or are deleted meanwhile; the report says what happened).
-        total = len(ctx.tk.expire(delete=True, grace=grace, dry_run=True).deleted) if delete else 0
+        total = (
+            len(ctx.tk.transfer.expire(delete=True, grace=grace, dry_run=True).deleted)
+            if delete
+            else 0
+        )
         with ctx.out.progress("Deleting expired sessions", total=total) as advance:
-            report = ctx.tk.expire(
+            report = ctx.tk.transfer.expire(
                 delete=delete, grace=grace, archive_dir=archive_dir, progress=lambda _: advance()
             )
         ctx.out.expiry(report, delete=delete)

@@ -30,7 +30,7 @@ def list_agents(
 ) -> None:  # fmt: skip
     """Every agent's state in the session: last seq processed, provider session, time."""
     with open_ctx(db, json_output) as ctx:
-        ctx.out.agent_states(ctx.tk.agent_states(session, project=project))
+        ctx.out.agent_states(ctx.tk.agents.states(session, project=project))
 
 
 @agents.command("responded")
@@ -53,7 +53,7 @@ def responded(
 ) -> None:
     """Record that AGENT answered: store its reply and move it to the end of the history."""
     with open_ctx(db, json_output) as ctx:
-        state = ctx.tk.agent_responded(
+        state = ctx.tk.agents.responded(
             session, agent, reply, provider_session_id=provider_session_id,
             execution_ms=execution_ms, project=project,
         )  # fmt: skip
@@ -72,7 +72,7 @@ def phase(
 ) -> None:
     """Move the session to PHASE, recording the transition in the history."""
     with open_ctx(db, json_output) as ctx:
-        event = ctx.tk.set_phase(session, new_phase, by=by, summary=summary, project=project)
+        event = ctx.tk.agents.set_phase(session, new_phase, by=by, summary=summary, project=project)
         ctx.out.appended(event)
 
 
@@ -88,7 +88,9 @@ def handoff(
 ) -> None:
     """Record that FROM hands the work to TO (with a summary), in the history."""
     with open_ctx(db, json_output) as ctx:
-        ctx.out.appended(ctx.tk.handoff(session, from_agent, to_agent, summary, project=project))
+        ctx.out.appended(
+            ctx.tk.agents.handoff(session, from_agent, to_agent, summary, project=project)
+        )
 
 
 @app.command("summaries")

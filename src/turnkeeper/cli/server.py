@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from turnkeeper.apikeys import ApiKeys
 from turnkeeper.cli.app import (
     DbOption,
     JsonOption,
@@ -100,7 +99,7 @@ def create_key(
 ) -> None:
     """Make an API key and print it, once: only its hash is stored."""
     with open_ctx(db, json_output) as ctx:
-        key, token = ApiKeys(ctx.tk.store).create(project, name=name, admin=admin)
+        key, token = ctx.tk.keys.create(project, name=name, admin=admin)
         if ctx.out.json:
             ctx.out.document({**_key_record(key), "token": token})
             return
@@ -115,7 +114,7 @@ def list_keys(
 ) -> None:
     """List API keys (of --project), revoked ones included; secrets are never shown."""
     with open_ctx(db, json_output) as ctx:
-        records = [_key_record(key) for key in ApiKeys(ctx.tk.store).list_keys(project)]
+        records = [_key_record(key) for key in ctx.tk.keys.list_keys(project)]
         if ctx.out.json:
             ctx.out.document(records)
             return
@@ -135,7 +134,7 @@ def revoke_key(
 ) -> None:
     """Revoke an API key: every later request with it is refused (401)."""
     with open_ctx(db, json_output) as ctx:
-        key = ApiKeys(ctx.tk.store).revoke(key_id)
+        key = ctx.tk.keys.revoke(key_id)
         if ctx.out.json:
             ctx.out.document(_key_record(key))
             return

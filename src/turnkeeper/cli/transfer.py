@@ -64,7 +64,7 @@ def export(
                 ctx.out.progress("Exporting", total=len(ids)) as advance,
                 export_target(str(output)) as out,
             ):
-                written = ctx.tk.export_sessions(ids, out, progress=lambda _: advance())
+                written = ctx.tk.transfer.export_sessions(ids, out, progress=lambda _: advance())
         except OSError as exc:
             if to_stdout:  # what is still buffered could not be written at exit either
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -17,7 +17,6 @@ from typing import Any
 from fastapi import FastAPI
 
 import turnkeeper
-from turnkeeper.apikeys import ApiKeys
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.expiry import Sweeper
@@ -59,7 +58,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
         llm = LLMClient.from_settings(settings, observer=record_upstream)
         app.state.settings = settings
         app.state.tk = service
-        app.state.keys = ApiKeys(service.store)
+        app.state.keys = service.keys
         app.state.turns = ChatTurns(service, llm, on_stored=record_stored)
         sweeper = Sweeper(service)  # hourly expiry cleanup; one sweeper at a time per database
         sweeper.start()

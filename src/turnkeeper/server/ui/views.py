@@ -257,7 +257,7 @@ def session_page(
         strategies=list(StrategyName), default_strategy=settings.strategy,
         default_model=settings.llm_model or settings.model,
         chat_ready=model_configured(settings), notice=NOTICES.get(notice or ""),
-        agents=sorted({state.agent for state in tk.agent_states(session, project=scope)}
+        agents=sorted({state.agent for state in tk.agents.states(session, project=scope)}
                       | {m.author for m in newest if m.author and m.role == "assistant"}),
     )  # fmt: skip
 

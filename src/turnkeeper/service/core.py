@@ -1,0 +1,119 @@
+"""What every capability of the service shares: the store, the settings, the clock, and the
+resolution of a session reference (id or key, in a project) into a session.
+
+Each capability module (`sessions`, `messages`, `windows`, `digest`, `agents`, `transfer`) builds
+on this and keeps its own store calls, so a capability's store contract is visible in one file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from turnkeeper.config import Settings
+from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
+from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
+from turnkeeper.errors import InvalidInput, SessionExpired, SessionNotFound
+from turnkeeper.storage.base import Store
+from turnkeeper.storage.codec import to_ts_or_none
+from turnkeeper.tokens import TokenCounter, counter_for
+from turnkeeper.types import Session, SessionStatus
+from turnkeeper.validation import check_name
+
+if TYPE_CHECKING:
+    from turnkeeper.service.agents import Agents
+
+SessionRef = Session | str
+"""A session, its id, or its key (looked up in the project)."""
+
+MAX_PAGE = 1000
+"""The largest page `list_sessions` returns."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def default_summarizer(settings: Settings) -> Summarizer:
+    """The LLM summarizer when `summary_model` is set, else the offline extractive one."""
+    if settings.summary_model is None:
+        return ExtractiveSummarizer()
+    from turnkeeper.llm import LLMClient
+
+    return LLMSummarizer(
+        LLMClient.from_settings(settings),
+        model=settings.summary_model,
+        prompt=settings.summary_prompt,
+    )
+
+
+def agent_name(field: str, value: str) -> str:
+    """An agent's name: a required name (the same rules as keys)."""
+    name = check_name(field, value)
+    if not name:
+        raise InvalidInput(field, "an agent name is required")
+    return name
+
+
+def refuse_expired(session: Session) -> None:
+    """Raise `SessionExpired` for an expired session (it is never live again)."""
+    if session.status is SessionStatus.EXPIRED:
+        raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
+
+
+class Core:
+    """The state one service shares across its capabilities, and session resolution.
+
+    Every capability resolves references here, so the project scope (isolation) and the
+    clock's view of expiry are the same whichever operation is called.
+    """
+
+    store: Store
+    settings: Settings
+    encoding: str
+    agents: Agents
+    _clock: Callable[[], datetime]
+    _summarizer: Summarizer
+    _locks: SessionLocks
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The tokenizer stored counts are made with."""
+        return counter_for(self.encoding)
+
+    def now(self) -> datetime:
+        """The current time as this service sees it (its clock decides expiry)."""
+        return self._clock()
+
+    def _project(self, project: str | None) -> str:
+        return check_name("project", project) or self.settings.default_project
+
+    def _present(self, session: Session) -> Session:
+        """An active session past its expiry is shown as expired: it is never live again."""
+        if session.status is SessionStatus.ACTIVE and session.is_expired_at(self._clock()):
+            return dataclasses.replace(session, status=SessionStatus.EXPIRED)
+        return session
+
+    def get_session(self, ref: SessionRef, *, project: str | None = None) -> Session:
+        """A session by id or key. With `project`, a session of another project is not found
+        (isolation). A key is looked up in `project` (default: the configured default)."""
+        if isinstance(ref, Session):
+            ref = ref.id
+        if not isinstance(ref, str) or not ref:
+            raise InvalidInput("session", "must be a session id or key")
+        try:
+            found = self.store.get_session(ref)
+        except SessionNotFound:
+            check_name("session", ref)
+            found = self.store.find_session_by_key(self._project(project), ref)
+        if project is not None and found.project != project:
+            raise SessionNotFound(ref, project)
+        return self._present(found)
+
+    def _checkpointed(self, session_id: str) -> Checkpointed:
+        """The session's rolling summaries (stored checkpoints), shared by context and digest."""
+        return Checkpointed(
+            self._summarizer, self.store, session_id, clock=self._clock, locks=self._locks
+        )

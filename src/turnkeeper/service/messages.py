@@ -1,0 +1,176 @@
+"""The message log: validate and count, append (atomically, idempotently), read, and take back
+the newest message.
+
+A mixin of the `Turnkeeper` facade (flat on `tk`). Everything adapters need from the log is
+here, so none of them reads or writes the store directly: they get the service's clock,
+project scope and sliding expiry with every call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+
+from turnkeeper.context.formats import wire_name
+from turnkeeper.errors import InvalidInput
+from turnkeeper.service.core import Core, SessionRef
+from turnkeeper.types import (
+    JSONObject,
+    Message,
+    MessageDraft,
+    NewMessage,
+    Role,
+    Session,
+    SessionPatch,
+    Usage,
+)
+from turnkeeper.validation import check_message, check_non_negative, check_positive
+
+
+class Messages(Core):
+    """The message operations of `Turnkeeper`."""
+
+    def draft(self, message: NewMessage) -> MessageDraft:
+        """Validate a message and count its tokens (once, with the store's encoding)."""
+        clean = check_message(message, max_bytes=self.settings.max_message_bytes)
+        role = Role(clean.role)
+        tool_calls = tuple(clean.tool_calls) if clean.tool_calls is not None else None
+        return MessageDraft(
+            id=clean.id or str(uuid.uuid4()),
+            role=role,
+            content=clean.content,
+            tokens=self.counter.count_message(
+                role.value,
+                clean.content,
+                name=wire_name(role, clean.author),
+                tool_calls=tool_calls,
+                tool_call_id=clean.tool_call_id,
+            ),
+            created_at=self._clock(),
+            author=clean.author,
+            internal=clean.internal,
+            usage=clean.usage,
+            tool_calls=tool_calls,
+            tool_call_id=clean.tool_call_id,
+            metadata=clean.metadata or {},
+        )
+
+    def append(
+        self,
+        ref: SessionRef,
+        role: Role | str,
+        content: str,
+        *,
+        author: str | None = None,
+        internal: bool = False,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        usage: Usage | None = None,
+        tool_calls: Iterable[JSONObject] | None = None,
+        tool_call_id: str | None = None,
+        expected_last_seq: int | None = None,
+        project: str | None = None,
+    ) -> Message:
+        """Append one message. Appending an id that is already stored returns the stored
+        message. With `expected_last_seq`, fails with `SeqConflict` if the session moved on."""
+        message = NewMessage(
+            role=role, content=content, author=author, internal=internal, id=id,
+            metadata=metadata, usage=usage, tool_call_id=tool_call_id,
+            tool_calls=list(tool_calls) if tool_calls is not None else None,
+        )  # fmt: skip
+        (stored,) = self.append_many(
+            ref, [message], expected_last_seq=expected_last_seq, project=project
+        )
+        return stored
+
+    def append_many(
+        self,
+        ref: SessionRef,
+        messages: Iterable[NewMessage],
+        *,
+        expected_last_seq: int | None = None,
+        project: str | None = None,
+    ) -> list[Message]:
+        """Append messages atomically (all or none), in order, with gapless seqs."""
+        if expected_last_seq is not None:
+            check_non_negative("expected_last_seq", expected_last_seq)
+        session = self.get_session(ref, project=project)
+        drafts = []
+        for index, message in enumerate(messages):
+            try:
+                drafts.append(self.draft(message))
+            except InvalidInput as exc:
+                if index == 0 and not drafts:
+                    raise
+                raise type(exc)(f"messages[{index}].{exc.field}", exc.problem) from None
+        return self._store_drafts(session, drafts, expected_last_seq)
+
+    def append_traced(self, session: Session, message: NewMessage, trace: str) -> Message:
+        """Append a chat turn's reply together with its turn trace (`turnkeeper.traces`), in
+        one transaction: a reply is never stored without the record of what the model saw."""
+        draft = dataclasses.replace(self.draft(message), trace=trace)
+        (stored,) = self._store_drafts(session, [draft], None)
+        return stored
+
+    def _store_drafts(
+        self, session: Session, drafts: list[MessageDraft], expected_last_seq: int | None
+    ) -> list[Message]:
+        now = self._clock()
+        stored = self.store.append_messages(
+            session.id, drafts, expected_last_seq=expected_last_seq, now=now
+        )
+        if self.settings.sliding_expiry:
+            self._slide_expiry(session, stored, now)
+        return stored
+
+    def _slide_expiry(self, session: Session, stored: list[Message], now: datetime) -> None:
+        """Sliding expiry: a session that gets new messages lives another
+        `session_expiration` from now (a session that never expires stays so)."""
+        lifetime = self.settings.session_expiration
+        if lifetime is None or session.expires_at is None:
+            return
+        if not any(message.seq > session.last_seq for message in stored):
+            return  # only retries of stored messages: no new activity
+        if now + lifetime > session.expires_at:
+            self.store.update_session(session.id, SessionPatch(expires_at=now + lifetime), now=now)
+
+    def history(
+        self,
+        ref: SessionRef,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+        project: str | None = None,
+    ) -> list[Message]:
+        """Stored messages (the audit trail), readable whatever the session's status."""
+        for field, value in (("from_seq", from_seq), ("to_seq", to_seq)):
+            if value is not None:
+                check_non_negative(field, value)
+        if limit is not None:
+            check_positive("limit", limit)
+        session = self.get_session(ref, project=project)
+        return self.store.read_messages(
+            session.id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+        )
+
+    def pop_last_message(self, ref: SessionRef, *, project: str | None = None) -> Message | None:
+        """Delete the newest message and return it (None for an empty session): an undo, as
+        the OpenAI Agents SDK's `Session.pop_item`.
+
+        Totals are recomputed and the next append reuses the freed seq; summary checkpoints
+        covering it are dropped and agents that had read it move back. Works whatever the
+        session's status (like `history`, it is a correction of the record, not a new turn),
+        so it neither needs a live session nor slides its expiry.
+        """
+        session = self.get_session(ref, project=project)
+        return self.store.delete_last_message(session.id, now=self._clock())

@@ -1,0 +1,219 @@
+"""Sessions: create, find, list, change, reset, archive, delete, and their statistics.
+
+A mixin of the `Turnkeeper` facade (these are its most used operations, so they stay flat on
+`tk`); its store calls are the core `Store`'s session calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from turnkeeper.errors import InvalidInput
+from turnkeeper.service.core import MAX_PAGE, Core, SessionRef, refuse_expired
+from turnkeeper.types import (
+    UNSET,
+    JSONObject,
+    NewSession,
+    Page,
+    ProjectStats,
+    Session,
+    SessionFilter,
+    SessionPatch,
+    SessionStats,
+    SessionStatus,
+)
+from turnkeeper.validation import (
+    check_metadata,
+    check_name,
+    check_phase,
+    check_positive,
+    check_text,
+)
+
+
+class Sessions(Core):
+    """The session operations of `Turnkeeper`."""
+
+    def _new_session(
+        self,
+        *,
+        key: str | None,
+        project: str | None,
+        subject: str | None,
+        kind: str | None,
+        title: str | None,
+        phase: str | None,
+        metadata: JSONObject | None,
+        ttl: timedelta | Any | None,
+    ) -> NewSession:
+        lifetime = self.settings.session_expiration if ttl is UNSET else ttl
+        if lifetime is not None and lifetime <= timedelta(0):
+            raise InvalidInput("ttl", "must be positive (or None for a session that never expires)")
+        return NewSession(
+            project=self._project(project),
+            key=check_name("key", key),
+            subject=check_text("subject", subject, max_length=255),
+            kind=check_text("kind", kind, max_length=100),
+            title=check_text("title", title),
+            phase=check_phase(phase),
+            expires_at=None if lifetime is None else self._clock() + lifetime,
+            metadata=check_metadata("metadata", metadata),
+        )
+
+    def create_session(
+        self,
+        *,
+        key: str | None = None,
+        project: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        title: str | None = None,
+        phase: str | None = None,
+        metadata: JSONObject | None = None,
+        ttl: timedelta | Any | None = UNSET,
+    ) -> Session:
+        """Create a session. `ttl` overrides `session_expiration` (None: never expires).
+
+        Raises `Conflict` if `key` is held by a live session of the project.
+        """
+        new = self._new_session(
+            key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
+            metadata=metadata, ttl=ttl,
+        )  # fmt: skip
+        return self.store.create_session(new, now=self._clock())
+
+    def get_or_create_session(
+        self,
+        key: str,
+        *,
+        project: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        title: str | None = None,
+        phase: str | None = None,
+        metadata: JSONObject | None = None,
+        ttl: timedelta | Any | None = UNSET,
+    ) -> tuple[Session, bool]:
+        """The live session holding `key`, or a new one (the other fields apply only to a new
+        session). An expired holder stays readable as expired; a new session takes the key.
+        Returns the session and whether it was created."""
+        if key is None:
+            raise InvalidInput("key", "get-or-create needs a key")
+        new = self._new_session(
+            key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
+            metadata=metadata, ttl=ttl,
+        )  # fmt: skip
+        return self.store.get_or_create_session(new, now=self._clock())
+
+    def list_sessions(
+        self,
+        *,
+        project: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        status: SessionStatus | str | None = None,
+        key: str | None = None,
+        updated_since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        phase: str | None = None,
+        search: str | None = None,
+    ) -> Page[Session]:
+        """Sessions, most recently updated first, `limit` per page (at most 1000).
+
+        `search` matches sessions whose key, subject or title contains it (case-insensitive);
+        the other filters match exactly."""
+        check_positive("limit", limit)
+        if limit > MAX_PAGE:
+            raise InvalidInput("limit", f"must be at most {MAX_PAGE}, got {limit}")
+        if status is not None:
+            try:
+                status = SessionStatus(status)
+            except ValueError:
+                names = ", ".join(s.value for s in SessionStatus)
+                raise InvalidInput("status", f"unknown status {status!r}; use {names}") from None
+        where = SessionFilter(
+            project=check_name("project", project),
+            subject=subject,
+            kind=kind,
+            status=status,
+            key=key,
+            updated_since=updated_since,
+            phase=phase,
+            search=check_text("search", search, max_length=255) or None,
+        )
+        page = self.store.list_sessions(where, limit=limit, cursor=cursor)
+        return Page(tuple(self._present(s) for s in page.items), page.next_cursor)
+
+    def iter_session_ids(self, *, project: str | None = None) -> Iterator[str]:
+        """Ids of every session (of `project`), paging through the listing."""
+        cursor: str | None = None
+        while True:
+            page = self.list_sessions(project=project, limit=MAX_PAGE, cursor=cursor)
+            yield from (session.id for session in page.items)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def update_session(
+        self,
+        ref: SessionRef,
+        *,
+        title: str | Any | None = UNSET,
+        phase: str | Any | None = UNSET,
+        metadata: JSONObject | Any = UNSET,
+        ttl: timedelta | Any | None = UNSET,
+        project: str | None = None,
+    ) -> Session:
+        """Change title, phase, metadata (replaced as a whole) and/or the expiry: `ttl` from
+        now, or None for never. An expired session cannot be revived (`SessionExpired`)."""
+        session = self.get_session(ref, project=project)
+        expires_at: datetime | Any | None = UNSET
+        if ttl is not UNSET:
+            refuse_expired(session)
+            if ttl is not None and ttl <= timedelta(0):
+                raise InvalidInput("ttl", "must be positive (or None: never expires)")
+            expires_at = None if ttl is None else self._clock() + ttl
+        patch = SessionPatch(
+            title=UNSET if title is UNSET else check_text("title", title),
+            phase=UNSET if phase is UNSET else check_phase(phase),
+            metadata=UNSET if metadata is UNSET else check_metadata("metadata", metadata),
+            expires_at=expires_at,
+        )
+        return self._present(self.store.update_session(session.id, patch, now=self._clock()))
+
+    def reset_session(
+        self, ref: SessionRef, *, keep_system_message: bool = False, project: str | None = None
+    ) -> Session:
+        """Clear the messages, keeping the session (and, if asked, its first system message)."""
+        session = self.get_session(ref, project=project)
+        return self._present(
+            self.store.reset_session(
+                session.id, keep_system_message=keep_system_message, now=self._clock()
+            )
+        )
+
+    def archive_session(self, ref: SessionRef, *, project: str | None = None) -> Session:
+        """Mark the session archived: readable, no longer live (its key becomes free).
+        An expired session stays expired (`SessionExpired`)."""
+        session = self.get_session(ref, project=project)
+        refuse_expired(session)
+        return self.store.set_status(session.id, SessionStatus.ARCHIVED, now=self._clock())
+
+    def delete_session(self, ref: SessionRef, *, project: str | None = None) -> None:
+        """Delete the session and its messages."""
+        self.store.delete_session(self.get_session(ref, project=project).id)
+
+    def session_stats(self, ref: SessionRef, *, project: str | None = None) -> SessionStats:
+        """Message counts (by role, user-facing vs internal), token totals, time span, and
+        the execution time agents reported (`agents.responded`)."""
+        session_id = self.get_session(ref, project=project).id
+        stats = self.store.session_stats(session_id)
+        return dataclasses.replace(stats, execution_ms=self.agents.execution_ms(session_id))
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        """Sessions by status, messages and tokens per project (one, or all by name)."""
+        return self.store.project_stats(check_name("project", project))

@@ -1,0 +1,96 @@
+"""Moving sessions in and out, as `tk.transfer`: JSONL export and import, and the expiry
+sweep (which archives what it deletes in the same JSONL form).
+
+These are operator tasks, not turn-time operations; the whole-store calls they make
+(`jsonl`, `expiry`) stay in this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from pathlib import Path
+from typing import IO
+
+from turnkeeper import expiry, jsonl, metrics
+from turnkeeper.logs import get_logger
+from turnkeeper.service.core import SessionRef
+from turnkeeper.service.sessions import Sessions
+from turnkeeper.types import ExpiryReport, Session
+
+
+class Transfer:
+    """Export, import and expiry of a `Turnkeeper`'s sessions (`tk.transfer`)."""
+
+    def __init__(self, tk: Sessions) -> None:
+        self._tk = tk
+
+    def export_sessions(
+        self,
+        refs: Iterable[SessionRef] | None,
+        out: IO[str],
+        *,
+        project: str | None = None,
+        progress: Callable[[Session], None] | None = None,
+    ) -> tuple[int, int]:
+        """Write sessions (all of them, or of `project`, when `refs` is None) as JSONL.
+        Returns (sessions, messages) written."""
+        tk = self._tk
+        ids = (
+            tk.iter_session_ids(project=project)
+            if refs is None
+            else [tk.get_session(ref, project=project).id for ref in refs]
+        )
+        return jsonl.export_sessions(tk.store, ids, out, progress=progress)
+
+    def import_sessions(
+        self,
+        path: Path,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[Session], None] | None = None,
+    ) -> jsonl.ImportReport:
+        """Import a JSONL export: idempotent; malformed lines are reported by file:line and
+        the rest is imported."""
+        return jsonl.import_sessions(self._tk.store, path, dry_run=dry_run, progress=progress)
+
+    def expire(
+        self,
+        *,
+        delete: bool = False,
+        grace: timedelta | None = None,
+        archive_dir: Path | None = None,
+        progress: Callable[[str], None] | None = None,
+        dry_run: bool = False,
+    ) -> ExpiryReport:
+        """Mark sessions past `expires_at` expired; with `delete`, delete expired sessions
+        older than the grace period (default: `expiry_grace`), calling `progress` with each.
+        With `dry_run`, change nothing and report what a run would expire and delete.
+
+        With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
+        sessions to delete are first written to a new JSONL file there (`archive_path` in the
+        report), which `turnkeeper import` reads back; nothing is deleted unless its archive
+        is on disk.
+        """
+        tk = self._tk
+        now = tk.now()
+        grace = tk.settings.expiry_grace if grace is None else grace
+        if dry_run:
+            return expiry.plan(tk.store, now=now, grace=grace if delete else None)
+        if delete:
+            report = expiry.delete_expired(
+                tk.store,
+                now=now,
+                grace=grace,
+                archive_dir=archive_dir or tk.settings.archive_dir,
+                progress=progress,
+            )
+        else:
+            report = tk.store.expire_sessions(now=now)
+        if report.archive_path is not None:
+            get_logger("turnkeeper.expiry").info(
+                "sessions_archived", path=report.archive_path, sessions=len(report.deleted)
+            )
+        metrics.SESSIONS_EXPIRED.inc(len(report.expired))
+        metrics.SESSIONS_DELETED.inc(len(report.deleted))
+        return report

@@ -1,0 +1,167 @@
+"""Context windows: the token budget of a build and the message list the model sees next.
+
+A mixin of the `Turnkeeper` facade (`tk.context` is flat). Reads go through a lazy
+`StoreHistory`, so a build costs what the window costs; an agent's perspective asks
+`tk.agents` where the agent stands.
+"""
+
+from __future__ import annotations
+
+import math
+
+from turnkeeper.context.builder import ContextBuilder
+from turnkeeper.context.history import StoreHistory
+from turnkeeper.errors import InvalidInput
+from turnkeeper.service.core import SessionRef, agent_name, refuse_expired
+from turnkeeper.service.messages import Messages
+from turnkeeper.storage.base import check_retry
+from turnkeeper.tokens import context_window_for_model, counter_for, encoding_for_model
+from turnkeeper.types import (
+    ContextWindow,
+    Message,
+    MessageDraft,
+    NewMessage,
+    StrategyName,
+)
+from turnkeeper.validation import check_non_negative, check_positive, check_strategy
+
+
+class Windows(Messages):
+    """The context operations of `Turnkeeper` (they draft a pending turn as `append` would)."""
+
+    def budget_for(
+        self,
+        strategy: StrategyName,
+        *,
+        max_tokens: int | None,
+        reserved_tokens: int | None,
+        model: str,
+    ) -> int:
+        """The token budget of a build: `max_tokens - reserved_tokens`.
+
+        Defaults: `truncate` uses its own `max_context_tokens` and `reserved_tokens`; every
+        other strategy uses `max_tokens` from the settings, or else `budget_ratio` × the model's
+        context window, with nothing reserved. The default reserve belongs to the
+        default budget: a caller who gives `max_tokens` without `reserved_tokens` gets a window
+        of at most `max_tokens`, with nothing reserved.
+        """
+        if max_tokens is not None:
+            check_positive("max_tokens", max_tokens)
+        if reserved_tokens is not None:
+            check_non_negative("reserved_tokens", reserved_tokens)
+        settings = self.settings
+        if strategy is StrategyName.TRUNCATE:
+            limit = max_tokens or settings.max_context_tokens
+            default_reserve = settings.reserved_tokens if max_tokens is None else 0
+            reserved = default_reserve if reserved_tokens is None else reserved_tokens
+        else:
+            window = context_window_for_model(model, settings.default_context_window)
+            limit = max_tokens or settings.max_tokens or math.floor(window * settings.budget_ratio)
+            reserved = reserved_tokens or 0
+        if limit - reserved <= 0:
+            raise InvalidInput(
+                "reserved_tokens",
+                f"{reserved} reserved tokens leave no room in a budget of {limit} tokens",
+            )
+        return limit - reserved
+
+    def context(
+        self,
+        ref: SessionRef,
+        *,
+        strategy: StrategyName | str | None = None,
+        max_tokens: int | None = None,
+        reserved_tokens: int | None = None,
+        keep_recent: int | None = None,
+        model: str | None = None,
+        new_message: NewMessage | None = None,
+        include_internal: bool | None = None,
+        project: str | None = None,
+        agent: str | None = None,
+        trigger: int | None = None,
+    ) -> ContextWindow:
+        """Build the message list the model sees for the next turn.
+
+        `new_message` is the turn being answered, if it is not stored yet; if it is already
+        stored (same id) it still appears once. `include_internal` defaults to False for
+        `recent` (user-facing context) and True for the other strategies and for an
+        agent's perspective.
+
+        With `agent`, the window is that agent's perspective (`context.perspective`):
+        the full history before the trigger (`new_message`, else the stored message with seq
+        `trigger`, else the newest), others' turns attributed, the "while you were away" block
+        after its `last_processed_seq`, the marker, the trigger; `strategy` does not apply, and
+        the older history is summarized only when the whole does not fit the budget.
+
+        Raises `SessionExpired` for an expired session and `ContextBudgetExceeded` when the
+        triggering message alone cannot fit.
+        """
+        session = self.get_session(ref, project=project)
+        refuse_expired(session)
+        chosen = check_strategy(strategy or self.settings.strategy)
+        model_name = model or self.settings.model
+        budget = self.budget_for(
+            chosen, max_tokens=max_tokens, reserved_tokens=reserved_tokens, model=model_name
+        )
+        recent = check_positive(
+            "keep_recent",
+            self.settings.keep_recent_messages if keep_recent is None else keep_recent,
+        )
+        if include_internal is None:  # an agent's perspective sees everything by default
+            include_internal = chosen is not StrategyName.RECENT or agent is not None
+        history = StoreHistory(
+            self.store,
+            session.id,
+            messages_in_store=session.message_count,
+            include_internal=include_internal,
+            page_size=StoreHistory.page_size_for(
+                budget, session.stored_tokens / max(1, session.message_count)
+            ),
+        )
+        builder = ContextBuilder(
+            counter_for(encoding_for_model(model_name, default=self.encoding)),
+            stored_encoding=self.encoding,
+            # Checkpoints cover every stored message, so only a build that sees them all
+            # may use (and extend) them.
+            summarizer=self._checkpointed(session.id) if include_internal else self._summarizer,
+        )
+        pending = self.draft(new_message) if new_message is not None else None
+        stored_pending = self._stored(session.id, pending)
+        if stored_pending is not None and stored_pending.internal and not include_internal:
+            pending = None  # stored, and not part of this view: no turn of its own either
+        if agent is not None:
+            name = agent_name("agent", agent)
+            if trigger is not None:
+                check_positive("trigger", trigger)
+            return builder.build_perspective(
+                session.id,
+                history,
+                agent=name,
+                last_processed_seq=self.agents.position(session.id, name),
+                budget=budget,
+                trigger_seq=trigger,
+                pending=pending,
+            )
+        return builder.build(
+            session.id,
+            history,
+            strategy=chosen,
+            budget=budget,
+            keep_recent=recent,
+            max_messages=(
+                self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
+            ),
+            pending=None if stored_pending is not None else pending,
+        )
+
+    def _stored(self, session_id: str, pending: MessageDraft | None) -> Message | None:
+        """The stored message when the pending turn is stored already (same id, anywhere in the
+        session): it is then part of the history, and must not be added a second time. The same
+        id with other content is a `Conflict`, as appending it would be."""
+        if pending is None:
+            return None
+        stored = self.store.find_messages(session_id, [pending.id]).get(pending.id)
+        if stored is None:
+            return None
+        check_retry(stored, pending)
+        return stored

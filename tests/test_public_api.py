@@ -22,6 +22,8 @@ def test_public_names_are_pinned() -> None:
             # the turn helper and its traces
             "AsyncChatTurns", "Attempt", "ChatTurns", "TraceEntry", "TurnOptions", "TurnResult",
             "TurnTrace", "WindowDiff", "trace_of", "window_diff",
+            # the async face
+            "AsyncTurnkeeper", "open_async",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:

@@ -14,6 +14,7 @@ from turnkeeper.context.perspective import EVENT_KEY
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import SessionRef, agent_name
 from turnkeeper.service.messages import Messages
+from turnkeeper.storage.base import AgentStateStore, require
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
@@ -33,16 +34,24 @@ class Agents:
     def __init__(self, tk: Messages) -> None:
         self._tk = tk
 
+    @property
+    def _states(self) -> AgentStateStore:
+        """The store's agent states, or `Unsupported` on a store without them."""
+        return require(self._tk.store, AgentStateStore, "agent states")
+
     # -- what other capabilities ask --------------------------------------------------------
 
     def position(self, session_id: str, agent: str) -> int:
         """The seq `agent` had read up to when it last answered (0: it has processed nothing)."""
-        state = self._tk.store.get_agent_state(session_id, agent)
+        state = self._states.get_agent_state(session_id, agent)
         return state.last_processed_seq if state else 0
 
     def execution_ms(self, session_id: str) -> int:
         """The execution time every agent of the session reported, in total."""
-        return sum(state.execution_ms for state in self._tk.store.list_agent_states(session_id))
+        store = self._tk.store
+        if not isinstance(store, AgentStateStore):
+            return 0  # a store without agent states has no agent that reported any
+        return sum(state.execution_ms for state in store.list_agent_states(session_id))
 
     # -- events -----------------------------------------------------------------------------
 
@@ -125,11 +134,11 @@ class Agents:
         """The agent's state in the session; an agent that never answered is at 0."""
         session = self._tk.get_session(ref, project=project)
         name = agent_name("agent", agent)
-        return self._tk.store.get_agent_state(session.id, name) or AgentState(session.id, name)
+        return self._states.get_agent_state(session.id, name) or AgentState(session.id, name)
 
     def states(self, ref: SessionRef, *, project: str | None = None) -> list[AgentState]:
         """Every agent's state in the session, by name."""
-        return self._tk.store.list_agent_states(self._tk.get_session(ref, project=project).id)
+        return self._states.list_agent_states(self._tk.get_session(ref, project=project).id)
 
     def update_state(
         self,
@@ -150,7 +159,7 @@ class Agents:
             provider_session_id=check_text("provider_session_id", provider_session_id),
         )
         name = agent_name("agent", agent)
-        return tk.store.update_agent_state(session.id, name, update, now=tk.now())
+        return self._states.update_agent_state(session.id, name, update, now=tk.now())
 
     def responded(
         self,
@@ -180,4 +189,4 @@ class Agents:
             add_execution_ms=execution_ms or 0,
             add_turns=1,
         )
-        return tk.store.update_agent_state(session.id, name, update, now=tk.now())
+        return self._states.update_agent_state(session.id, name, update, now=tk.now())

@@ -24,6 +24,7 @@ from turnkeeper.context.conversation import RECENT_MESSAGES, ConversationContext
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.logs import get_logger
 from turnkeeper.service.core import Core, SessionRef
+from turnkeeper.storage.base import SummaryStore, require
 from turnkeeper.types import Message, Session, SummaryCheckpoint
 from turnkeeper.validation import check_positive
 
@@ -124,7 +125,9 @@ class Digest(Core):
 
     def summaries(self, ref: SessionRef, *, project: str | None = None) -> list[SummaryCheckpoint]:
         """The session's stored summary checkpoints, oldest first."""
-        return self.store.list_summaries(self.get_session(ref, project=project).id)
+        return require(self.store, SummaryStore, "summary checkpoints").list_summaries(
+            self.get_session(ref, project=project).id
+        )
 
     def conversation_context(
         self, ref: SessionRef, *, recent: int = RECENT_MESSAGES, project: str | None = None
@@ -195,7 +198,9 @@ class Digest(Core):
         last = before - 1
         if last < 1:
             return []
-        base = self.store.latest_summary(session_id, upto_seq=last)
+        base = require(self.store, SummaryStore, "summary checkpoints").latest_summary(
+            session_id, upto_seq=last
+        )
         since = 0 if base is None else min(last - 1, base.covers_to_seq)
         tail.read_from(since + 1)
         return tail.chronological(since=since, upto=last)

@@ -13,6 +13,7 @@ from typing import Any
 
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import MAX_PAGE, Core, SessionRef, refuse_expired
+from turnkeeper.storage.base import AdminStore, require
 from turnkeeper.types import (
     UNSET,
     JSONObject,
@@ -211,9 +212,11 @@ class Sessions(Core):
         """Message counts (by role, user-facing vs internal), token totals, time span, and
         the execution time agents reported (`agents.responded`)."""
         session_id = self.get_session(ref, project=project).id
-        stats = self.store.session_stats(session_id)
+        stats = require(self.store, AdminStore, "session statistics").session_stats(session_id)
         return dataclasses.replace(stats, execution_ms=self.agents.execution_ms(session_id))
 
     def project_stats(self, project: str | None = None) -> list[ProjectStats]:
         """Sessions by status, messages and tokens per project (one, or all by name)."""
-        return self.store.project_stats(check_name("project", project))
+        return require(self.store, AdminStore, "project statistics").project_stats(
+            check_name("project", project)
+        )

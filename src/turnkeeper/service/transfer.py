@@ -16,6 +16,7 @@ from turnkeeper import expiry, jsonl, metrics
 from turnkeeper.logs import get_logger
 from turnkeeper.service.core import SessionRef
 from turnkeeper.service.sessions import Sessions
+from turnkeeper.storage.base import AdminStore, require
 from turnkeeper.types import ExpiryReport, Session
 
 
@@ -86,7 +87,7 @@ class Transfer:
                 progress=progress,
             )
         else:
-            report = tk.store.expire_sessions(now=now)
+            report = require(tk.store, AdminStore, "expiry").expire_sessions(now=now)
         if report.archive_path is not None:
             get_logger("turnkeeper.expiry").info(
                 "sessions_archived", path=report.archive_path, sessions=len(report.deleted)

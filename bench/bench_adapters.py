@@ -11,6 +11,10 @@ the `Session` protocol an agent run uses:
 - get all: `get_items()` of the whole conversation (the SDK's default when no limit is set);
 - get latest 20: `get_items(20)`.
 
+`TurnkeeperSession` runs twice: over `turnkeeper.open()` (each SDK call one hop to asyncio's
+default threads) and over `turnkeeper.open_async()` (each SDK call one hop to the
+`AsyncTurnkeeper`'s own worker: SQLite's dedicated thread), each on a file of its own.
+
 Median of several reads each; each operation runs on both sessions in alternation. Results are printed as a Markdown table and written to
 bench/results/adapters.md. The machine is shared and noisy: read the ratios, measured side by
 side in one run.
@@ -99,31 +103,48 @@ def summary(timings: Timings) -> dict[str, float]:
     }
 
 
-async def run(sizes: list[int], reads: int) -> list[tuple[int, str, float, float]]:
+Row = tuple[int, str, float, float, float]
+
+
+async def run(sizes: list[int], reads: int) -> list[Row]:
     rows = []
     for items in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             sdk_path = Path(tmp) / "sdk.db"
             with turnkeeper.open(f"sqlite:///{tmp}/tk.db") as tk:
-                tk.counter.count_text("load the tokenizer once, as any long-lived process does")
-                times = await side_by_side(
-                    {"sdk": SQLiteSession("bench", sdk_path), "tk": TurnkeeperSession("bench", tk)},
-                    {"sdk": SQLiteSession("batch", sdk_path), "tk": TurnkeeperSession("batch", tk)},
-                    items,
-                    reads,
-                )
-        sdk, ours = summary(times["sdk"]), summary(times["tk"])
-        rows += [(items, operation, sdk[operation], ours[operation]) for operation in sdk]
+                async with turnkeeper.open_async(f"sqlite:///{tmp}/tk-async.db") as atk:
+                    for face in (tk, atk):
+                        face.counter.count_text("load the tokenizer once, as a process does")
+                    times = await side_by_side(
+                        {
+                            "sdk": SQLiteSession("bench", sdk_path),
+                            "tk": TurnkeeperSession("bench", tk),
+                            "async": TurnkeeperSession("bench", atk),
+                        },
+                        {
+                            "sdk": SQLiteSession("batch", sdk_path),
+                            "tk": TurnkeeperSession("batch", tk),
+                            "async": TurnkeeperSession("batch", atk),
+                        },
+                        items,
+                        reads,
+                    )
+        sdk, ours, face = summary(times["sdk"]), summary(times["tk"]), summary(times["async"])
+        rows += [(items, op, sdk[op], ours[op], face[op]) for op in sdk]
     return rows
 
 
-def table(rows: list[tuple[int, str, float, float]]) -> str:
+def table(rows: list[Row]) -> str:
     lines = [
-        "| items | operation | SDK `SQLiteSession` | `TurnkeeperSession` | turnkeeper / SDK |",
-        "|---:|---|---:|---:|---:|",
+        "| items | operation | SDK `SQLiteSession` | `TurnkeeperSession` over `open()` |"
+        " over `open_async()` | turnkeeper / SDK | async / sync face |",
+        "|---:|---|---:|---:|---:|---:|---:|",
     ]
-    for items, operation, sdk, ours in rows:
-        lines.append(f"| {items:,} | {operation} | {_ms(sdk)} | {_ms(ours)} | {ours / sdk:.2f}× |")
+    for items, operation, sdk, ours, face in rows:
+        lines.append(
+            f"| {items:,} | {operation} | {_ms(sdk)} | {_ms(ours)} | {_ms(face)}"
+            f" | {ours / sdk:.2f}× | {face / ours:.2f}× |"
+        )
     return "\n".join(lines)
 
 

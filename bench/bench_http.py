@@ -1,29 +1,37 @@
-"""HTTP service load test: concurrent clients appending and building context over loopback.
+"""HTTP service load test: concurrent clients appending and building context over loopback,
+against `turnkeeper serve` and, side by side, a baseline doing the same work by hand.
 
     make bench            # or: python bench/bench_http.py [--seconds 60] [--clients 50]
+    python bench/bench_http.py --seconds 15 --workers 1,2,4 --name http-scaling
 
-`turnkeeper serve` runs in its own process (with API keys on, as deployed, and its JSON request
-logs going to /dev/null); an httpx async driver runs N clients, each owning one session and
-looping: append a user message (with a client id) → GET its context (sliding_window, 2,000
-tokens). Measured per backend: requests/s, p50/p99 latency (all requests, and per kind), errors
-(any non-2xx or transport error: must be 0) and messages lost (acknowledged appends missing
-from the store, or stored twice: must be 0).
+`turnkeeper serve --workers N` runs in its own process (with API keys on, as deployed, and its
+JSON request logs going to /dev/null); then `bench/baseline_app.py` (a minimal FastAPI app on
+the same server stack: one INSERT per append, one SELECT of the newest rows per context, no
+auth, no token counting) under the same load, each on a fresh database. An asyncio driver
+(raw HTTP/1.1 on keep-alive connections: httpx cost more CPU than the server) runs N clients,
+each owning one session and looping: append a user message (with a client id) → GET its
+context (sliding_window, 2,000 tokens). Measured per backend and server: requests/s and its
+ratio to the baseline's, the servers' CPU time per request, p50/p99 latency from the start
+(the first minute included), errors (any non-2xx or transport error: must be 0) and messages
+lost (acknowledged appends missing from the store, or stored twice: must be 0), and the
+resident memory of all the server's processes after warm-up and after the load.
 
 With `--message-bytes N` every appended message is N bytes: a test of the server's memory bound
-(results in bench/results/http-memory.md and the README's `bench:http-memory` block). Every run
-records the server's resident memory after warm-up and after the load.
+(results in bench/results/http-memory.md and the README's `bench:http-memory` block).
 
-Backends: the embedded SQLite default (synchronous=FULL: every append reaches the disk), and
-PostgreSQL when `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test database on 127.0.0.1) is
-reachable, in a schema of its own dropped afterwards. Results go to bench/results/http.md and
-into the README between the `bench:http` markers.
+Backends: the embedded SQLite default (WAL, synchronous=FULL: every append reaches the disk),
+and PostgreSQL when `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test database on 127.0.0.1)
+is reachable, in a schema of its own dropped afterwards. Results go to bench/results/NAME.md
+and into the README between the `bench:NAME` markers (NAME: `--name`, default http).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import shlex
 import socket
 import statistics
 import subprocess
@@ -64,33 +72,67 @@ def _free_port() -> int:
 
 
 def rss_mib(pid: int) -> float:
-    """Resident memory of process `pid` in MiB (VmRSS of /proc/PID/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Memory of the server in MiB: the resident set (VmRSS) of a single process; with workers,
+    the sum of every process's proportional share (Pss), so pages the workers share since the
+    fork are counted once, not once per worker."""
+    children = _children(pid)
+    if not children:
+        return _status_kib(f"/proc/{pid}/status", "VmRSS:") / 1024
+    return sum(_status_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in [pid, *children]) / 1024
+
+
+def _status_kib(path: str, field: str) -> int:
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by process `pid` and its children (the workers):
+    per request, the measure the other load on a shared machine disturbs least."""
+    total = 0
+    for process in [pid, *_children(pid)]:
+        fields = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        found.extend(int(child) for child in children)
+    return found
 
 
 @contextmanager
-def serving(database_url: str) -> Iterator[tuple[str, str, int]]:
-    """`turnkeeper serve` on `database_url` in a subprocess; yields (URL, an API key, its
-    process id)."""
+def serving(database_url: str, workers: int) -> Iterator[tuple[str, str, int]]:
+    """`turnkeeper serve --workers N` on `database_url` in a subprocess; yields (URL, an API
+    key, its process id)."""
     with turnkeeper.open(database_url) as tk:
         _, token = ApiKeys(tk.store).create("bench")
     port = _free_port()
+    command = ["-m", "turnkeeper", "serve", "--port", str(port), "--db", database_url]
+    with _process([*command, "--workers", str(workers)], port, token) as (url, pid):
+        yield url, token, pid
+
+
+@contextmanager
+def serving_baseline(database_url: str, workers: int) -> Iterator[tuple[str, str, int]]:
+    """The baseline app (`bench/baseline_app.py`) on `database_url`, served the same way."""
+    port = _free_port()
+    script = str(ROOT / "bench" / "baseline_app.py")
+    command = [script, "--port", str(port), "--db", database_url, "--workers", str(workers)]
+    with _process(command, port, "") as (url, pid):
+        yield url, "", pid
+
+
+@contextmanager
+def _process(arguments: list[str], port: int, token: str) -> Iterator[tuple[str, int]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TURNKEEPER_CONFIG": os.devnull}
-    command = [
-        sys.executable,
-        "-m",
-        "turnkeeper",
-        "serve",
-        "--port",
-        str(port),
-        "--db",
-        database_url,
-    ]
     process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, *arguments], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -101,66 +143,113 @@ def serving(database_url: str) -> Iterator[tuple[str, str, int]]:
             except httpx.TransportError:
                 time.sleep(0.05)
         else:
-            raise RuntimeError("the server did not come up")
+            raise RuntimeError(f"the server did not come up: {arguments}")
         _warm_up(url, token)
-        yield url, token, process.pid
+        yield url, process.pid
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        process.wait(timeout=30)
 
 
 def _warm_up(url: str, token: str) -> None:
-    """One append and one build first, so the tokenizer's one-time load is not measured."""
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+    """A few appends and builds first, so the tokenizer's one-time load is not measured (a few,
+    so that each worker has likely seen one)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
         http.post("/v1/sessions", json={"key": "warm-up"}).raise_for_status()
-        http.post("/v1/sessions/warm-up/messages", json={"role": "user", "content": TEXT})
-        http.get("/v1/sessions/warm-up/context").raise_for_status()
+        for _ in range(8):
+            with httpx.Client(base_url=url, headers=http.headers, timeout=120) as fresh:
+                fresh.post("/v1/sessions/warm-up/messages", json={"role": "user", "content": TEXT})
+                fresh.get("/v1/sessions/warm-up/context").raise_for_status()
 
 
-async def client(http: httpx.AsyncClient, index: int, deadline: float, tally: Tally) -> None:
+class Connection:
+    """One keep-alive HTTP/1.1 connection speaking just what the load needs.
+
+    httpx costs the client more CPU per request than the server spends on the baseline's, and
+    on a 2-core machine the load generator shares the cores with the server: it would measure
+    itself. This client writes a request in one `write` and reads a `Content-Length` answer
+    (what uvicorn sends for every JSON response), so nearly all the CPU goes to the server."""
+
+    def __init__(self, host: str, port: int, token: str) -> None:
+        self.host, self.port = host, port
+        self.auth = f"Authorization: Bearer {token}\r\n" if token else ""
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, target: str, body: object = None) -> tuple[int, bytes]:
+        if self.reader is None or self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        payload = b"" if body is None else json.dumps(body).encode()
+        head = (
+            f"{method} {target} HTTP/1.1\r\nHost: {self.host}\r\n{self.auth}"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + payload)
+        status_line = await self.reader.readuntil(b"\r\n")
+        length = 0
+        while (line := await self.reader.readuntil(b"\r\n")) != b"\r\n":
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        return int(status_line.split()[1]), await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def client(connection: Connection, index: int, deadline: float, tally: Tally) -> None:
     key = f"bench-client-{index}"
-    response = await http.post("/v1/sessions", json={"key": key, "get_or_create": True})
-    response.raise_for_status()
+    status, answer = await connection.request(
+        "POST", "/v1/sessions", {"key": key, "get_or_create": True}
+    )
+    if status not in (200, 201):
+        raise RuntimeError(f"cannot create session {key}: {status} {answer[:200]!r}")
     acked = 0
+    context = f"/v1/sessions/{key}/context?strategy=sliding_window&max_tokens=2000"
     while time.perf_counter() < deadline:
         started = time.perf_counter()
         try:
-            appended = await http.post(
+            status, answer = await connection.request(
+                "POST",
                 f"/v1/sessions/{key}/messages",
-                json={"role": "user", "content": f"{TEXT}#{acked}", "id": f"{key}-{acked}"},
+                {"role": "user", "content": f"{TEXT}#{acked}", "id": f"{key}-{acked}"},
             )
             tally.append_ms.append((time.perf_counter() - started) * 1000)
-            if appended.status_code != 201:
-                tally.errors.append(f"append {appended.status_code}: {appended.text[:200]}")
+            if status != 201:
+                tally.errors.append(f"append {status}: {answer[:200]!r}")
                 continue
             acked += 1
             started = time.perf_counter()
-            window = await http.get(
-                f"/v1/sessions/{key}/context",
-                params={"strategy": "sliding_window", "max_tokens": 2000},
-            )
+            status, answer = await connection.request("GET", context)
             tally.context_ms.append((time.perf_counter() - started) * 1000)
-            if window.status_code != 200:
-                tally.errors.append(f"context {window.status_code}: {window.text[:200]}")
-        except httpx.HTTPError as exc:
+            if status != 200:
+                tally.errors.append(f"context {status}: {answer[:200]!r}")
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             tally.errors.append(f"transport: {exc!r}")
+            connection.close()
+            connection.reader = connection.writer = None
     tally.acknowledged[key] = acked
 
 
 async def load(url: str, token: str, clients: int, seconds: float) -> tuple[Tally, float, int]:
     """Run the clients; returns the tally, the wall time and the messages lost or doubled."""
     tally = Tally()
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    connections = [Connection(host, int(port), token) for _ in range(clients)]
+    try:
         started = time.perf_counter()
         deadline = started + seconds
-        await asyncio.gather(*(client(http, n, deadline, tally) for n in range(clients)))
+        await asyncio.gather(*(client(c, n, deadline, tally) for n, c in enumerate(connections)))
         elapsed = time.perf_counter() - started
         lost = 0
         for key, acked in tally.acknowledged.items():
-            stored = (await http.get(f"/v1/sessions/{key}")).json()["message_count"]
-            lost += abs(stored - acked)
+            _, answer = await connections[0].request("GET", f"/v1/sessions/{key}")
+            lost += abs(json.loads(answer)["message_count"] - acked)
+    finally:
+        for connection in connections:
+            connection.close()
     return tally, elapsed, lost
 
 
@@ -171,16 +260,44 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def row(
-    backend: str, clients: int, tally: Tally, elapsed: float, lost: int, rss: tuple[float, float]
-) -> str:
+@dataclass
+class Run:
+    """One server under the load: what it is, and what the clients saw."""
+
+    backend: str
+    server: str
+    workers: int
+    clients: int
+    tally: Tally
+    elapsed: float
+    lost: int
+    rss: tuple[float, float]
+    cpu: float
+
+    @property
+    def requests(self) -> int:
+        return len(self.tally.append_ms) + len(self.tally.context_ms)
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.elapsed
+
+
+def row(run: Run, baseline: Run | None) -> str:
+    tally, elapsed = run.tally, run.elapsed
     every = tally.append_ms + tally.context_ms
+    ratio = f"{run.rate / baseline.rate:.2f}×" if baseline is not None else "1×"
+    cpu_ms = run.cpu * 1000 / max(1, len(every))
+    cpu_ratio = (
+        f" ({cpu_ms / (baseline.cpu * 1000 / max(1, baseline.requests)):.1f}×)" if baseline else ""
+    )
     return (
-        f"| {backend} | {clients} | {elapsed:.0f} s | {len(every):,} | {len(every) / elapsed:,.0f}"
+        f"| {run.backend} | {run.server} | {run.workers} | {run.clients} | {elapsed:.0f} s"
+        f" | {len(every):,} | {run.rate:,.0f} | {ratio} | {cpu_ms:.2f}{cpu_ratio}"
         f" | {statistics.median(every):.1f} / {pct(every, 0.99):.1f}"
         f" | {statistics.median(tally.append_ms):.1f} / {pct(tally.append_ms, 0.99):.1f}"
         f" | {statistics.median(tally.context_ms):.1f} / {pct(tally.context_ms, 0.99):.1f}"
-        f" | {len(tally.errors)} | {lost} | {rss[0]:.0f} → {rss[1]:.0f} |"
+        f" | {len(tally.errors)} | {run.lost} | {run.rss[0]:.0f} → {run.rss[1]:.0f} |"
     )
 
 
@@ -201,11 +318,40 @@ def postgres_database() -> Iterator[str | None]:
         yield url
 
 
+def measure(
+    name: str, server: str, workers: int, database: str, clients: int, seconds: float
+) -> Run:
+    """Start `server` (turnkeeper or the baseline) with `workers` on `database`, load it."""
+    serve = serving if server == "turnkeeper" else serving_baseline
+    with serve(database, workers) as (base, token, pid):
+        before, cpu_before = rss_mib(pid), cpu_seconds(pid)
+        tally, elapsed, lost = asyncio.run(load(base, token, clients, seconds))
+        after, cpu = rss_mib(pid), cpu_seconds(pid) - cpu_before
+    if MESSAGE_BYTES:  # windows of such messages do not fit 2,000 tokens
+        tally.errors = [e for e in tally.errors if not e.startswith("context 422")]
+    for error in tally.errors[:5]:
+        print(f"error: {server}: {error}", file=sys.stderr)
+    run = Run(name, server, workers, clients, tally, elapsed, lost, (before, after), cpu)
+    print(row(run, None), file=sys.stderr)
+    return run
+
+
+MESSAGE_BYTES = 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="10 seconds per backend")
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="Comma-separated worker counts to measure each backend with (a scaling table), "
+        "e.g. 1,2,4; the baseline is measured with the same counts.",
+    )
+    parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both")
+    parser.add_argument("--no-baseline", action="store_true", help="turnkeeper alone")
     parser.add_argument(
         "--message-bytes",
         type=int,
@@ -213,44 +359,72 @@ def main() -> None:
         help="Append messages of this size instead of the short default (a memory test: "
         "their context builds are refused, 422, and not counted as errors).",
     )
+    parser.add_argument("--note", default="", help="Load conditions to record with the table.")
+    parser.add_argument(
+        "--name", default="http", help="Results file and README block: bench/results/NAME.md"
+    )
     args = parser.parse_args()
     seconds = 10.0 if args.quick else args.seconds
-    global TEXT
+    global TEXT, MESSAGE_BYTES
     if args.message_bytes:
+        MESSAGE_BYTES = args.message_bytes
         TEXT = (TEXT * (args.message_bytes // len(TEXT) + 1))[: args.message_bytes]
+    counts = [int(n) for n in args.workers.split(",")]
+    servers = (
+        ["turnkeeper"] if args.no_baseline or args.message_bytes else ["baseline", "turnkeeper"]
+    )
     rows = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        backends = [("SQLite (file, synchronous=FULL)", nullcontext(f"sqlite:///{tmp}/http.db"))]
-        backends.append(("PostgreSQL", postgres_database()))
+        backends = []
+        if "sqlite" in args.backends:
+            backends.append(("SQLite (WAL, synchronous=FULL)", lambda: nullcontext(tmp)))
+        if "postgres" in args.backends:
+            backends.append(("PostgreSQL", postgres_database))
         for name, database in backends:
-            with database as url:
-                if url is None:
-                    continue
-                with serving(url) as (base, token, pid):
-                    before = rss_mib(pid)
-                    tally, elapsed, lost = asyncio.run(load(base, token, args.clients, seconds))
-                    after = rss_mib(pid)
-                if args.message_bytes:  # windows of such messages do not fit 2,000 tokens
-                    tally.errors = [e for e in tally.errors if not e.startswith("context 422")]
-                rows.append(row(name, args.clients, tally, elapsed, lost, (before, after)))
-                for error in tally.errors[:5]:
-                    print(f"error: {error}", file=sys.stderr)
+            for workers in counts:
+                baseline = None
+                for server in servers:  # side by side: a fresh database each
+                    with database() as where:
+                        if where is None:
+                            break
+                        url = where
+                        if where == tmp:
+                            url = f"sqlite:///{tmp}/{server}-{workers}.db"
+                        run = measure(name, server, workers, url, args.clients, seconds)
+                    rows.append(row(run, baseline))
+                    baseline = run if server == "baseline" else baseline
+    load_after = os.getloadavg()
     report = "\n".join(
         [
-            f"HTTP load, {datetime.now(UTC):%Y-%m-%d}: `turnkeeper serve` (one process, API keys"
-            " on) on loopback; each client owns a session and loops append → context"
-            " (sliding_window, 2,000 tokens). Latencies in ms (p50 / p99); RSS: the server's"
-            " resident memory in MiB after warm-up → after the run"
-            + (f"; messages of {args.message_bytes:,} bytes." if args.message_bytes else "."),
+            f"HTTP load, {datetime.now(UTC):%Y-%m-%d}: `turnkeeper serve --workers N` (API keys"
+            " on, exact token counting) and, on the line above each, the baseline"
+            " (`bench/baseline_app.py`: the same work by hand on the same server stack, no auth,"
+            " no token counting) under the same load, one after the other in one run. Each"
+            " client owns a session and loops append → context (sliding_window, 2,000 tokens)."
+            " ÷ baseline: turnkeeper's req/s over the baseline's. Server CPU: user + system"
+            " time of all the server's processes per request (what other load on the machine"
+            " disturbs least), and turnkeeper's over the baseline's. Latencies in ms (p50 / p99),"
+            " measured from the server's start (after a few warm-up requests), so the first"
+            " minute is included. RSS: the server's resident memory in MiB (with workers: the sum of"
+            " their proportional shares, Pss, so shared pages count once) after warm-up → after"
+            " the run"
+            + (f"; messages of {args.message_bytes:,} bytes." if args.message_bytes else ".")
+            + f" Machine: {os.cpu_count()} cores, load average {load_before[0]:.1f} before →"
+            f" {load_after[0]:.1f} after" + (f" ({args.note})." if args.note else "."),
             "",
-            "| backend | clients | run | requests | req/s | all p50 / p99 | append p50 / p99"
-            " | context p50 / p99 | errors | messages lost | RSS MiB |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            f"`python bench/bench_http.py {shlex.join(sys.argv[1:])}`".replace(" `", "`"),
+            "",
+            "| backend | server | workers | clients | run | requests | req/s | ÷ baseline"
+            " | server CPU ms/req (× baseline)"
+            " | all p50 / p99 | append p50 / p99 | context p50 / p99 | errors | messages lost"
+            " | RSS MiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
         ]
     )
-    publish("http-memory" if args.message_bytes else "http", report)
+    publish("http-memory" if args.message_bytes else args.name, report)
 
 
 def publish(name: str, report: str) -> None:

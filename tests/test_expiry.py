@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 import turnkeeper
 from tests.conftest import Clock, make_sqlite_store
+from turnkeeper.assemble import open_store
 from turnkeeper.cli import app
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.errors import SessionExpired, SessionNotFound
 from turnkeeper.expiry import Sweeper
 from turnkeeper.service import Turnkeeper
-from turnkeeper.storage import open_store
 from turnkeeper.storage.base import Store
 from turnkeeper.types import SessionStatus
 

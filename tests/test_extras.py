@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXTRAS_ONLY = {
     "typer", "click", "rich", "httpx", "fastapi", "uvicorn", "structlog", "prometheus_client",
-    "jinja2", "redis", "psycopg", "psycopg_pool", "agents", "langchain_core", "bpe_openai",
+    "jinja2", "redis", "psycopg", "psycopg_pool", "agents", "langchain_core", "bpe_openai", "mcp",
 }  # fmt: skip
 
 
@@ -55,6 +55,29 @@ def test_serve_without_the_server_extra_says_what_to_install(env: dict[str, str]
     assert result.stderr.splitlines() == [
         "error: the HTTP service is not installed: pip install 'turnkeeper[server]'"
     ]
+
+
+def test_mcp_without_its_extra_says_what_to_install(env: dict[str, str]) -> None:
+    result = _run(_without({"mcp"}, "mcp"), env)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: the MCP server is not installed: pip install 'turnkeeper[mcp]'"
+    ]
+
+
+def test_the_service_runs_without_the_mcp_extra_and_has_no_mcp_route(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    program = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "from turnkeeper.config import load_settings\n"
+        "from turnkeeper.server import create_app\n"
+        f"app = create_app(load_settings(database_url='sqlite:///{tmp_path / 's.db'}'))\n"
+        "print(sorted({getattr(r, 'path', '') for r in app.routes} & {'/mcp', '/openapi.json'}))\n"
+    )
+    result = _run([sys.executable, "-c", program], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["['/openapi.json']"]
 
 
 def test_the_core_works_without_any_extra(env: dict[str, str], tmp_path: Path) -> None:

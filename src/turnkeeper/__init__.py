@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turnkeeper.assemble import open_service
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.context.conversation import ConversationContext
 from turnkeeper.context.formats import to_anthropic, to_openai
@@ -41,9 +42,10 @@ from turnkeeper.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from turnkeeper.prometheus import install_default
 from turnkeeper.service import Turnkeeper
 from turnkeeper.service.aio import AsyncTurnkeeper
-from turnkeeper.storage import Store, open_store
+from turnkeeper.storage.base import Store
 from turnkeeper.traces import TraceEntry, TurnTrace, WindowDiff, trace_of, window_diff
 from turnkeeper.turns import AsyncChatTurns, Attempt, ChatTurns, TurnOptions, TurnResult
 from turnkeeper.types import (
@@ -65,6 +67,8 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
+
+install_default()  # metrics reach prometheus-client when it is installed
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it (dynamic version)
 
@@ -134,14 +138,9 @@ def open(
 ) -> Turnkeeper:
     """Open turnkeeper on a database URL (default: the configured one, else the embedded SQLite
     file in the user's data directory). `overrides` are settings by name, e.g.
-    `open(url, session_expiration=None, strategy="truncate")`."""
-    if settings is None:
-        settings = load_settings(database_url=url, **overrides)
-    elif url is not None or overrides:
-        settings = settings.model_copy(
-            update={"database_url": url or settings.database_url, **overrides}
-        )
-    return Turnkeeper(open_store(settings.database_url, settings), settings)
+    `open(url, session_expiration=None, strategy="truncate")`. The backend, its caches and the
+    service are put together by `turnkeeper.assemble`."""
+    return open_service(url, settings=settings, **overrides)
 
 
 def open_async(

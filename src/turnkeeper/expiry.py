@@ -7,34 +7,30 @@ The file is written under a temporary name, flushed to disk and renamed before a
 deleted: a session is never deleted unless its archive is complete and durable.
 
 The `Sweeper` runs expiry every `cleanup_interval` in a service process. Replicas share one
-database, so only one of them may sweep at a time: each run first tries a lock shared by every
-process on that database (a PostgreSQL advisory lock; a lock file beside a SQLite database) and
-skips the run if another sweeper holds it.
+database, so only one of them may sweep at a time: each run first tries the store's
+`exclusive_lock("sweep")`, shared by every process on that database (a PostgreSQL advisory lock;
+a lock file beside a SQLite database; see `turnkeeper.storage.locks`), and skips the run if
+another sweeper holds it.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from turnkeeper import jsonl, metrics
+from turnkeeper.config import Settings
 from turnkeeper.errors import BackendUnavailable, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import get_logger
-from turnkeeper.storage.base import Store
+from turnkeeper.storage import locks
+from turnkeeper.storage.base import AdminStore, Store, require
 from turnkeeper.types import ExpiryReport, Session, SessionFilter, SessionStatus
-
-if TYPE_CHECKING:
-    from turnkeeper.service import Turnkeeper
-
-SWEEP_LOCK_KEY = 7_301_114_225_806_338
-"""The PostgreSQL advisory-lock key sweepers share (any fixed number unlikely to clash)."""
 
 SweepLock = Callable[[], AbstractContextManager[bool]]
 """Enters a lock without waiting; yields whether this process got it."""
@@ -121,7 +117,7 @@ def delete_expired(
     Only the sessions written to the archive are deleted (by id), so a session that expires
     while the archive is being written waits for the next run rather than being lost.
     """
-    marked = store.expire_sessions(now=now)
+    marked = require(store, AdminStore, "expiry").expire_sessions(now=now)
     due = expired_before(store, now - grace)
     if not due:
         return marked
@@ -146,52 +142,33 @@ def delete_expired(
 
 # -- one sweeper at a time --------------------------------------------------------------------
 
-
-@contextmanager
-def file_lock(path: Path) -> Iterator[bool]:
-    """An exclusive `flock` on `path`, if free. Released when the block ends or the process
-    dies, so a crashed sweeper never blocks the others."""
-    handle = path.open("a")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-    finally:
-        handle.close()
+SWEEP_LOCK = "sweep"
+"""The name of the lock every sweeper on a database shares (`Store.exclusive_lock`)."""
 
 
 def sweep_lock(store: Store) -> SweepLock:
-    """The lock every sweeper on `store`'s database shares."""
-    from turnkeeper.cache.store import CachedStore
-    from turnkeeper.storage.sqlite import SQLiteStore
+    """The lock every sweeper on `store`'s database shares: the store's own `exclusive_lock`
+    (see `turnkeeper.storage.locks`), whatever the backend and whatever wraps it."""
+    return lambda: locks.exclusive_lock(store, SWEEP_LOCK)
 
-    backend = store.inner if isinstance(store, CachedStore) else store
-    if isinstance(backend, SQLiteStore):
-        lock_path = backend.path.with_name(backend.path.name + ".sweep.lock")
-        return lambda: file_lock(lock_path)
-    if backend.url.startswith(("postgresql://", "postgres://")):
-        from turnkeeper.storage.postgres import PostgresStore
 
-        if isinstance(backend, PostgresStore):
-            return lambda: backend.advisory_lock(SWEEP_LOCK_KEY)
-    local = threading.Lock()  # an unknown backend: at least one sweeper per process
+class ExpiresDue(Protocol):
+    """The expiry operation of a service (`tk.transfer`)."""
 
-    @contextmanager
-    def in_process() -> Iterator[bool]:
-        acquired = local.acquire(blocking=False)
-        try:
-            yield acquired
-        finally:
-            if acquired:
-                local.release()
+    def expire(self, *, delete: bool = ...) -> ExpiryReport: ...
 
-    return in_process
+
+class Expires(Protocol):
+    """What a sweeper runs: the service's `expire` (a `Turnkeeper`), its settings and store."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def transfer(self) -> ExpiresDue: ...
 
 
 class Sweeper:
@@ -200,7 +177,7 @@ class Sweeper:
 
     def __init__(
         self,
-        tk: Turnkeeper,
+        tk: Expires,
         *,
         interval: timedelta | None = None,
         delete: bool = True,

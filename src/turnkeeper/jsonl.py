@@ -6,7 +6,8 @@ turn trace of each reply a chat turn produced: what the model saw, `turnkeeper.t
 Every field is kept (ids, seqs, times to the microsecond, token counts, usage, traces as
 stored), so export → import round-trips exactly, and importing the same file twice adds nothing
 the second time. The same format is the cold-storage archive. Format 2 added the trace records;
-a format 1 file (no traces) imports unchanged.
+a format 1 file (no traces) imports unchanged. The records' shapes are `turnkeeper.records`';
+this module reads and writes files of them.
 """
 
 from __future__ import annotations
@@ -15,138 +16,22 @@ import codecs
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from turnkeeper.errors import InvalidInput
 from turnkeeper.importers.base import Batch, run_import
 from turnkeeper.importers.base import ImportReport as ImportReport  # re-exported: its old home
-from turnkeeper.storage.base import Store
-from turnkeeper.storage.codec import from_ts, from_ts_or_none, to_ts, to_ts_or_none
-from turnkeeper.types import Message, Role, Session, SessionStatus, Usage
-
-FORMAT_VERSION = 2
-
-
-def session_record(session: Session) -> dict[str, Any]:
-    return {
-        "type": "session",
-        "format": FORMAT_VERSION,
-        "id": session.id,
-        "key": session.key,
-        "project": session.project,
-        "subject": session.subject,
-        "kind": session.kind,
-        "title": session.title,
-        "phase": session.phase,
-        "status": session.status.value,
-        "created_at": to_ts(session.created_at),
-        "updated_at": to_ts(session.updated_at),
-        "expires_at": to_ts_or_none(session.expires_at),
-        "message_count": session.message_count,
-        "last_seq": session.last_seq,
-        "stored_tokens": session.stored_tokens,
-        "usage_input_tokens": session.usage_input_tokens,
-        "usage_output_tokens": session.usage_output_tokens,
-        "metadata": dict(session.metadata),
-        "version": session.version,
-    }
-
-
-def message_record(message: Message) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": message.id,
-        "session_id": message.session_id,
-        "seq": message.seq,
-        "role": message.role.value,
-        "author": message.author,
-        "content": message.content,
-        "internal": message.internal,
-        "created_at": to_ts(message.created_at),
-        "tokens": message.tokens,
-        "usage": (
-            None
-            if message.usage is None
-            else {
-                "input_tokens": message.usage.input_tokens,
-                "output_tokens": message.usage.output_tokens,
-            }
-        ),
-        "tool_calls": list(message.tool_calls) if message.tool_calls is not None else None,
-        "tool_call_id": message.tool_call_id,
-        "metadata": dict(message.metadata),
-    }
-
-
-def trace_record(session_id: str, seq: int, data: str) -> dict[str, Any]:
-    """A stored trace: the reply's seq and the trace document as stored (its window entries
-    refer to the exported messages by seq, which import keeps)."""
-    return {"type": "trace", "session_id": session_id, "seq": seq, "trace": json.loads(data)}
-
-
-def trace_from_record(record: dict[str, Any], replies: set[int]) -> tuple[int, str]:
-    """`(seq, data)` of a trace record; its seq must be a reply exported before it."""
-    seq = record["seq"]
-    if not isinstance(seq, int) or seq not in replies:
-        raise ValueError(f"trace seq {seq!r} is not an assistant message of its session")
-    trace = _object(record["trace"], "trace")
-    return seq, json.dumps(trace, separators=(",", ":"), ensure_ascii=False)
-
-
-def session_from_record(record: dict[str, Any]) -> Session:
-    return Session(
-        id=record["id"],
-        key=record.get("key"),
-        project=record["project"],
-        subject=record.get("subject"),
-        kind=record.get("kind"),
-        title=record.get("title"),
-        phase=record.get("phase"),
-        status=SessionStatus(record["status"]),
-        created_at=from_ts(record["created_at"]),
-        updated_at=from_ts(record["updated_at"]),
-        expires_at=from_ts_or_none(record.get("expires_at")),
-        message_count=int(record.get("message_count", 0)),
-        last_seq=int(record.get("last_seq", 0)),
-        stored_tokens=int(record.get("stored_tokens", 0)),
-        usage_input_tokens=int(record.get("usage_input_tokens", 0)),
-        usage_output_tokens=int(record.get("usage_output_tokens", 0)),
-        metadata=_object(record.get("metadata"), "metadata"),
-        version=int(record.get("version", 0)),
-    )
-
-
-def message_from_record(record: dict[str, Any]) -> Message:
-    usage = record.get("usage")
-    tool_calls = record.get("tool_calls")
-    content = record["content"]
-    if not isinstance(content, str):
-        raise ValueError("content must be text")
-    return Message(
-        id=str(record["id"]),
-        session_id=str(record["session_id"]),
-        seq=int(record["seq"]),
-        role=Role(record["role"]),
-        author=record.get("author"),
-        content=content,
-        internal=bool(record.get("internal", False)),
-        created_at=from_ts(record["created_at"]),
-        tokens=int(record["tokens"]),
-        usage=None
-        if usage is None
-        else Usage(int(usage["input_tokens"]), int(usage["output_tokens"])),
-        tool_calls=tuple(tool_calls) if tool_calls is not None else None,
-        tool_call_id=record.get("tool_call_id"),
-        metadata=_object(record.get("metadata"), "metadata"),
-    )
-
-
-def _object(value: Any, name: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{name} must be a JSON object")
-    return value
+from turnkeeper.records import FORMAT_VERSION as FORMAT_VERSION  # re-exported: its old home
+from turnkeeper.records import (
+    message_from_record,
+    message_record,
+    session_from_record,
+    session_record,
+    trace_from_record,
+    trace_record,
+)
+from turnkeeper.storage.base import Store, TraceStore
+from turnkeeper.types import Role, Session
 
 
 def export_sessions(
@@ -164,7 +49,11 @@ def export_sessions(
         for message in store.read_messages(session.id):
             out.write(json.dumps(message_record(message), ensure_ascii=False) + "\n")
             messages += 1
-        traces = store.read_traces(session.id, upto_seq=session.last_seq, limit=session.last_seq)
+        traces = (
+            store.read_traces(session.id, upto_seq=session.last_seq, limit=session.last_seq)
+            if isinstance(store, TraceStore)
+            else []  # a store without turn traces has none to export
+        )
         for seq, data in reversed(traces):
             out.write(json.dumps(trace_record(session.id, seq, data), ensure_ascii=False) + "\n")
         sessions += 1

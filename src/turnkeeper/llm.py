@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from turnkeeper import metrics
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig, UpstreamError, UpstreamTimeout
 from turnkeeper.types import Usage
@@ -43,11 +44,23 @@ T = TypeVar("T")
 
 Observer = Callable[[str, float], None]
 """Told `(outcome, seconds)` after every upstream call: `ok`, `timeout`, `unreachable`,
-`status_<code>` or `bad_response`. The server turns it into metrics."""
+`status_<code>` or `bad_response`. Calls are counted in `turnkeeper.metrics` whatever it is;
+the observer is for a caller who wants to see them too."""
 
 
 def _ignore(outcome: str, seconds: float) -> None:
     """The default observer."""
+
+
+def _recorded(observer: Observer) -> Observer:
+    """Every call is counted in `turnkeeper.metrics` (`metrics.upstream`), then told to the
+    caller's own `observer`, if any."""
+
+    def observe(outcome: str, seconds: float) -> None:
+        metrics.upstream(outcome, seconds)
+        observer(outcome, seconds)
+
+    return observe
 
 
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -103,7 +116,7 @@ class LLMClient:
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
-        self._observe = observer
+        self._observe = _recorded(observer)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, observer: Observer = _ignore) -> LLMClient:

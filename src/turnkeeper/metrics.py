@@ -1,35 +1,102 @@
-"""Every Prometheus metric turnkeeper records, by name, in one flat module.
+"""Every metric turnkeeper records, by name, and the one way the core records them.
 
-Defined once at import (prometheus-client registers each name once per process) and incremented
-where the event happens. prometheus-client comes with the `server` extra; without it the metrics
-are no-ops, so the library never needs it to work.
+The core (caches, expiry, context building, the service, chat turns, the model client) says
+what happened through the instruments declared here — `metrics.CACHE_HITS.labels("lru").inc()`
+— and nothing else: no module below the edge touches a metrics library. An instrument passes
+each event to the installed `Recorder`s; `turnkeeper.prometheus` is the one turnkeeper ships
+(it keeps the `prometheus_client` counters and histograms `/metrics` serves, under these
+names), installed by the package at import when prometheus-client is there (the `server`
+extra). Without a recorder an event costs a loop over an empty list, so the library never needs
+prometheus-client to work. Another backend (StatsD, OpenTelemetry, a test) installs its own.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
-try:
-    from prometheus_client import Counter, Histogram
-except ImportError:  # pragma: no cover - depends on the installed extras
+from turnkeeper.types import Message, Session
 
-    class Counter:  # type: ignore[no-redef]
-        """Stands in for `prometheus_client.Counter` when it is not installed."""
+Kind = Literal["counter", "histogram"]
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
 
-        def labels(self, *args: Any, **kwargs: Any) -> Any:
-            return self
+class Recorder(Protocol):
+    """Receives every event: `instrument`'s value `amount` (a count to add, or an observed
+    value for a histogram) with its label values in the declared order."""
 
-        def inc(self, amount: float = 1) -> None:
-            pass
+    def record(self, instrument: Instrument, labels: tuple[str, ...], amount: float) -> None: ...
 
-    class Histogram(Counter):  # type: ignore[no-redef]
-        """Stands in for `prometheus_client.Histogram` when it is not installed."""
 
-        def observe(self, amount: float) -> None:
-            pass
+_recorders: list[Recorder] = []
+_installing = threading.Lock()
+
+
+def install(recorder: Recorder) -> None:
+    """Send every event from now on to `recorder` too (installing one twice has no effect)."""
+    with _installing:
+        if recorder not in _recorders:
+            _recorders.append(recorder)
+
+
+def uninstall(recorder: Recorder) -> None:
+    with _installing:
+        if recorder in _recorders:
+            _recorders.remove(recorder)
+
+
+@dataclass(frozen=True)
+class Instrument:
+    """One named metric: its kind, help text, label names (and histogram buckets)."""
+
+    name: str
+    help: str
+    label_names: tuple[str, ...] = ()
+    kind: Kind = "counter"
+    buckets: tuple[float, ...] | None = None
+    _labelled: dict[tuple[str, ...], _Bound] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+
+    def labels(self, *values: str) -> _Bound:
+        if len(values) != len(self.label_names):
+            raise ValueError(f"{self.name} takes labels {self.label_names}, got {values}")
+        bound = self._labelled.get(values)
+        if bound is None:
+            bound = self._labelled.setdefault(values, _Bound(self, values))
+        return bound
+
+    def inc(self, amount: float = 1) -> None:
+        _Bound(self, ()).inc(amount)
+
+    def observe(self, value: float) -> None:
+        _Bound(self, ()).observe(value)
+
+
+@dataclass(frozen=True)
+class _Bound:
+    instrument: Instrument
+    values: tuple[str, ...]
+
+    def inc(self, amount: float = 1) -> None:
+        for recorder in _recorders:
+            recorder.record(self.instrument, self.values, amount)
+
+    def observe(self, value: float) -> None:
+        self.inc(value)
+
+
+def Counter(name: str, help: str, label_names: Sequence[str] = ()) -> Instrument:
+    return Instrument(name, help, tuple(label_names))
+
+
+def Histogram(
+    name: str, help: str, label_names: Sequence[str] = (), *, buckets: Sequence[float] | None = None
+) -> Instrument:
+    return Instrument(
+        name, help, tuple(label_names), "histogram", None if buckets is None else tuple(buckets)
+    )
 
 
 CACHE_HITS = Counter("turnkeeper_cache_hits_total", "Cached reads served from a cache.", ["layer"])
@@ -121,3 +188,25 @@ SUMMARY_FAILURES = Counter(
 SUMMARY_CHECKPOINTS = Counter(
     "turnkeeper_summary_checkpoints_total", "Summary checkpoints built and stored."
 )
+
+
+INSTRUMENTS: tuple[Instrument, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Instrument)
+)
+"""Every instrument above (what a recorder declares up front)."""
+
+
+def stored(session: Session, created: bool, messages: Sequence[Message]) -> None:
+    """Count a write: a session created, and the messages newly stored (retries are not)."""
+    if created:
+        SESSIONS_CREATED.inc()
+    for message in messages:
+        MESSAGES_APPENDED.labels(message.role.value).inc()
+        TOKENS_STORED.inc(message.tokens)
+
+
+def upstream(outcome: str, seconds: float) -> None:
+    """Count an upstream model call: latency by outcome, and errors by kind."""
+    UPSTREAM_LATENCY.labels(outcome).observe(seconds)
+    if outcome != "ok":
+        UPSTREAM_ERRORS.labels(outcome).inc()

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from turnkeeper import metrics
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import IdempotencyKeyReused, InvalidInput, SessionNotFound, UpstreamError
 from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
@@ -54,7 +55,8 @@ from turnkeeper.types import (
 )
 
 StoredHook = Callable[[Session, bool, Sequence[Message]], None]
-"""Told `(session, created, messages newly stored)` after each write of a turn (for metrics)."""
+"""Told `(session, created, messages newly stored)` after each write of a turn (the writes are
+counted in `turnkeeper.metrics` either way)."""
 
 _REPLAY_LOOKAHEAD = 20
 
@@ -190,7 +192,7 @@ def _same_message(stored: Message, new: NewMessage) -> bool:
 def _same_turn(stored: Message, new: NewMessage) -> bool:
     """A retried turn says the same thing in the same role (ids and timestamps differ)."""
     return (
-        stored.role is Role(new.role)
+        stored.role == new.role  # a role that is no Role is not the same (and is refused later)
         and stored.content == new.content
         and stored.tool_call_id == new.tool_call_id
     )
@@ -212,6 +214,11 @@ class ChatTurns:
         self.tk = tk
         self.llm = llm
         self._on_stored = on_stored
+
+    def _stored(self, session: Session, created: bool, messages: Sequence[Message]) -> None:
+        """Count a turn's writes (`turnkeeper.metrics`), then tell the caller's hook."""
+        metrics.stored(session, created, messages)
+        self._on_stored(session, created, messages)
 
     @classmethod
     def open(cls, tk: Turnkeeper) -> ChatTurns:
@@ -292,7 +299,7 @@ class ChatTurns:
         with_ids, answered = self._identified(session, new, attempt)
         stored = self.tk.append_many(session, with_ids)
         fresh = [message for message in stored if message.seq > session.last_seq]
-        self._on_stored(session, created, fresh)
+        self._stored(session, created, fresh)
         reply_id = reply_id_for(stored[-1].id)
         replay = answered or (None if fresh else self._stored_reply(session, stored[-1], reply_id))
         if replay is not None:
@@ -382,7 +389,7 @@ class ChatTurns:
         latency_ms = round((time.perf_counter() - started) * 1000)
         if prepared.window is None:
             (stored,) = self.tk.append_many(prepared.session, [message])
-            self._on_stored(prepared.session, False, [stored])
+            self._stored(prepared.session, False, [stored])
             return stored, None
         trace = TurnTrace.of(
             prepared.window, seq=0, turn_seq=prepared.turns[-1].seq,
@@ -393,7 +400,7 @@ class ChatTurns:
         # One append stores the reply and its trace. If a concurrent attempt stored the reply
         # first, its reply and its trace stand and this attempt's are not stored.
         stored = self.tk.append_traced(prepared.session, message, encode(self.tk.store, trace))
-        self._on_stored(prepared.session, False, [stored])
+        self._stored(prepared.session, False, [stored])
         return stored, dataclasses.replace(trace, seq=stored.seq)
 
 

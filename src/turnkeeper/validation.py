@@ -14,7 +14,12 @@ from typing import Any
 from turnkeeper.errors import ContentTooLarge, InvalidInput, InvalidMessage
 from turnkeeper.types import JSONObject, NewMessage, Phase, Role, StrategyName, Usage
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$"
+"""What a name (session key, project, subject, message id, agent, …) may be: the one definition,
+used by `check_name` here and by the HTTP service's schemas and parameters (so the OpenAPI shows
+it). Starts with a letter or digit; at most 255 characters, none of them blank or quoting."""
+
+_NAME = re.compile(NAME_PATTERN)
 _ROLES = ", ".join(role.value for role in Role)
 _STRICT_JSON = json.JSONEncoder(allow_nan=False)
 """`json.dumps(value, allow_nan=False)` without building an encoder per call."""

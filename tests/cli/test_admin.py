@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from tests.cli.conftest import Cli, one_error_line
 from tests.conftest import Clock
+from turnkeeper.assemble import open_store
 from turnkeeper.cli import app
 from turnkeeper.config import load_settings
 from turnkeeper.service import Turnkeeper
-from turnkeeper.storage import open_store
 
 # -- gc -------------------------------------------------------------------------------------
 

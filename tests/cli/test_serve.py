@@ -11,8 +11,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -162,3 +164,75 @@ def test_on_a_terminal_the_logs_are_console_lines(env: dict[str, str], tmp_path:
     lines = [line for line in output.decode().splitlines() if "http_request" in line]
     assert len(lines) == 3
     assert not any(line.lstrip().startswith("{") for line in lines)
+
+
+def test_workers_share_the_port_and_only_one_of_them_sweeps(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    env = env | {"TURNKEEPER_CLEANUP_INTERVAL": "0.2s"}
+    with served(env, tmp_path, "--workers", "3") as (url, lines):
+        _ready(url)
+        time.sleep(2)  # every worker has started, and the sweeper has run several times
+        # many at once, a new connection each: while one worker is busy, another accepts
+        with ThreadPoolExecutor(10) as pool:
+            answers = list(
+                pool.map(
+                    lambda n: httpx.post(f"{url}/v1/sessions", json={"key": f"k{n}"}), range(60)
+                )
+            )
+        assert {answer.status_code for answer in answers} == {201}
+    assert lines[0] == f"turnkeeper is serving on {url} (3 workers)"
+    records = [json.loads(line) for line in lines[2:] if line.startswith("{")]
+    serving = {r["pid"] for r in records if r["event"] == "http_request"}
+    sweeping = [r["pid"] for r in records if r["event"] == "expiry_sweep"]
+    assert len(serving) >= 2  # the requests were answered by more than one process
+    assert len(sweeping) >= 3 and len(set(sweeping)) == 1  # swept often, by one worker only
+
+
+def test_a_stopped_service_leaves_no_worker_behind(env: dict[str, str], tmp_path: Path) -> None:
+    with served(env, tmp_path, "--workers", "2") as (url, lines):
+        _ready(url)
+        processes = _serving(tmp_path / "served.db")
+        workers = [p for p in processes if p.ppid() in {q.pid for q in processes}]
+        assert len(processes) == 3 and len(workers) == 2  # the supervisor and its workers
+    for worker in workers:
+        worker.wait(timeout=10)  # raises if it outlives the supervisor
+    assert not any("Traceback" in line for line in lines)
+
+
+def test_workers_stop_when_their_supervisor_is_killed(env: dict[str, str], tmp_path: Path) -> None:
+    with served(env, tmp_path, "--workers", "2") as (url, _):
+        _ready(url)
+        processes = _serving(tmp_path / "served.db")
+        pids = {p.pid for p in processes}
+        (supervisor,) = [p for p in processes if p.ppid() not in pids]
+        workers = [p for p in processes if p is not supervisor]
+        supervisor.kill()  # SIGKILL: no chance to stop the workers itself
+        for worker in workers:
+            worker.wait(timeout=10)  # the kernel told them (raises if one goes on serving)
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/healthz", timeout=2)
+
+
+def _serving(database: Path) -> list[Any]:
+    """The processes of the `turnkeeper serve` on `database` (forked workers share its
+    command line)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if str(database) in " ".join(process.info["cmdline"] or []):
+            found.append(process)
+    return found
+
+
+def _ready(url: str) -> None:
+    """Wait until the service answers (workers start slowly on a busy machine)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not come up")

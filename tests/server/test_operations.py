@@ -104,8 +104,8 @@ def flaky(
     tmp_path: Path, upstream_server: tuple[Upstream, str]
 ) -> Iterator[tuple[FlakyStore, str]]:
     settings = service_settings(tmp_path, upstream_server[1], auth=False)
+    from turnkeeper.assemble import open_store
     from turnkeeper.server import create_app
-    from turnkeeper.storage import open_store
 
     store = FlakyStore(open_store(settings.database_url, settings))
     tk = turnkeeper.Turnkeeper(store, settings)  # type: ignore[arg-type]

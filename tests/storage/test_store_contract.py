@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_sqlite_store
+from turnkeeper.assemble import open_store
 from turnkeeper.cache import CachedStore, SessionLRU
 from turnkeeper.config import load_settings
 from turnkeeper.errors import SessionNotFound, Unsupported
@@ -31,7 +32,6 @@ from turnkeeper.storage import (
     SummaryStore,
     TraceStore,
     TransferStore,
-    open_store,
     require,
 )
 from turnkeeper.storage.sqlite import SQLiteStore

@@ -13,7 +13,6 @@ reading the row again), so an entry always holds exactly what its version contai
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 from collections.abc import Callable, Sequence
@@ -21,12 +20,11 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from turnkeeper import metrics
+from turnkeeper import metrics, records
 from turnkeeper.cache import keys
 from turnkeeper.cache.lru import SessionLRU
 from turnkeeper.config import Settings
 from turnkeeper.errors import SessionNotFound
-from turnkeeper.jsonl import message_from_record, message_record
 from turnkeeper.storage.base import (
     AdminStore,
     AgentStateStore,
@@ -37,7 +35,6 @@ from turnkeeper.storage.base import (
     TraceStore,
     TransferStore,
 )
-from turnkeeper.storage.codec import from_ts_or_none, to_ts_or_none
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
@@ -63,11 +60,11 @@ T = TypeVar("T")
 
 
 def _encode_messages(messages: Sequence[Message]) -> bytes:
-    return json.dumps([message_record(m) for m in messages], ensure_ascii=False).encode()
+    return _dump([records.message_record(m) for m in messages])
 
 
 def _decode_messages(raw: bytes) -> tuple[Message, ...]:
-    return tuple(message_from_record(record) for record in json.loads(raw))
+    return tuple(records.message_from_record(record) for record in json.loads(raw))
 
 
 def _encode_count(value: int) -> bytes:
@@ -79,43 +76,24 @@ def _decode_count(raw: bytes) -> int:
 
 
 def _encode_stats(stats: SessionStats) -> bytes:
-    return json.dumps(
-        {
-            "session_id": stats.session_id,
-            "message_count": stats.message_count,
-            "user_facing_messages": stats.user_facing_messages,
-            "internal_messages": stats.internal_messages,
-            "messages_by_role": dict(stats.messages_by_role),
-            "stored_tokens": stats.stored_tokens,
-            "usage_input_tokens": stats.usage_input_tokens,
-            "usage_output_tokens": stats.usage_output_tokens,
-            "first_message_at": to_ts_or_none(stats.first_message_at),
-            "last_message_at": to_ts_or_none(stats.last_message_at),
-        }
-    ).encode()
+    return _dump(records.stats_record(stats))
 
 
 def _decode_stats(raw: bytes) -> SessionStats:
-    record = json.loads(raw)
-    record["first_message_at"] = from_ts_or_none(record["first_message_at"])
-    record["last_message_at"] = from_ts_or_none(record["last_message_at"])
-    return SessionStats(**record)
+    return records.stats_from_record(json.loads(raw))
 
 
 def _encode_summary(checkpoint: SummaryCheckpoint | None) -> bytes:
-    if checkpoint is None:
-        return b"null"
-    record = dataclasses.asdict(checkpoint)
-    record["created_at"] = to_ts_or_none(checkpoint.created_at)
-    return json.dumps(record, ensure_ascii=False).encode()
+    return _dump(None if checkpoint is None else records.summary_record(checkpoint))
 
 
 def _decode_summary(raw: bytes) -> SummaryCheckpoint | None:
     record = json.loads(raw)
-    if record is None:
-        return None
-    record["created_at"] = from_ts_or_none(record["created_at"])
-    return SummaryCheckpoint(**record)
+    return None if record is None else records.summary_from_record(record)
+
+
+def _dump(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode()
 
 
 class CachedStore:

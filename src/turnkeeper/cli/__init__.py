@@ -16,7 +16,17 @@ CLI_PACKAGES = frozenset({"typer", "click", "rich"})
 MISSING_CLI = "error: the turnkeeper command line is not installed: pip install 'turnkeeper[cli]'"
 
 try:
-    from turnkeeper.cli import admin, agents, chat, messages, server, sessions, trace, transfer
+    from turnkeeper.cli import (
+        admin,
+        agents,
+        chat,
+        mcp,
+        messages,
+        server,
+        sessions,
+        trace,
+        transfer,
+    )
     from turnkeeper.cli.app import app
 except ModuleNotFoundError as exc:  # the library without its `cli` extra
     if (exc.name or "").split(".")[0] not in CLI_PACKAGES:
@@ -24,7 +34,7 @@ except ModuleNotFoundError as exc:  # the library without its `cli` extra
     app: Any = None  # type: ignore[no-redef]
     _COMMAND_MODULES: tuple[Any, ...] = ()
 else:
-    _COMMAND_MODULES = (admin, agents, chat, messages, server, sessions, trace, transfer)
+    _COMMAND_MODULES = (admin, agents, chat, mcp, messages, server, sessions, trace, transfer)
 
 __all__ = ["app", "main"]
 

@@ -1,15 +1,13 @@
 """Rendering for the CLI: rich tables for people, exactly one JSON document for machines.
 
-Every domain value becomes JSON here and only here (`jsonable`). Sessions and messages reuse
-the JSONL export shapes of `turnkeeper.jsonl`, so `--json` output and export files agree field
+Every domain value becomes JSON here (`jsonable`, through `turnkeeper.records`). Sessions and messages reuse
+the record shapes of `turnkeeper.records` (the JSONL export's), so `--json` output and export files agree field
 for field. People output goes to stdout; progress bars and diagnostics go to stderr, so a
 `--json` stdout never carries anything but its one document.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,9 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from turnkeeper import records
 from turnkeeper.context.conversation import ConversationContext
-from turnkeeper.jsonl import ImportReport, message_record, session_record
-from turnkeeper.storage.codec import to_ts
+from turnkeeper.importers.base import ImportReport
 from turnkeeper.types import (
     AgentState,
     ContextMessage,
@@ -60,31 +58,7 @@ STATUS_STYLES = {
 
 def jsonable(value: Any) -> Any:
     """A domain value as plain JSON data (sessions and messages in their JSONL shapes)."""
-    if isinstance(value, Session):
-        return session_record(value)
-    if isinstance(value, Message):
-        return message_record(value)
-    if isinstance(value, ContextReport):
-        return {
-            **_fields(value),
-            "truncated": value.truncated,
-            "dropped_unread": value.dropped_unread,
-        }
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _fields(value)
-    if isinstance(value, datetime):
-        return to_ts(value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(key): jsonable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(item) for item in value]
-    return value
-
-
-def _fields(value: Any) -> dict[str, Any]:
-    return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return records.plain(value)
 
 
 def _when(value: datetime | None, *, missing: str = "-") -> str:

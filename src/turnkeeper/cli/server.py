@@ -60,6 +60,12 @@ def serve(
                      help="Log lines as JSON, or readable console lines; auto: console on a "
                      "terminal, JSON otherwise."),
     ] = LogFormat.auto,
+    workers: Annotated[
+        int,
+        typer.Option("--workers", metavar="N", min=1, max=64,
+                     help="Server processes sharing the port: up to one per core pays "
+                     "(/metrics then counts per process)."),
+    ] = 1,
     db: DbOption = None,
 ) -> None:  # fmt: skip
     """Run the HTTP service: the web UI at /, REST under /v1, the chat turn, the
@@ -72,11 +78,13 @@ def serve(
     sock = run.bind(settings)
     configure_logging(logging.getLevelNamesMapping()[log_level.upper()], log_format.value)
     url = run.url_of(sock)
+    processes = f" ({workers} workers)" if workers > 1 else ""
     typer.echo(
-        f"turnkeeper is serving on {url}\n  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C",
+        f"turnkeeper is serving on {url}{processes}\n"
+        f"  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C",
         err=True,
     )
-    run.serve(settings, sock)
+    run.serve(settings, sock, workers=workers)
 
 
 def _key_record(key: ApiKey) -> dict[str, object]:

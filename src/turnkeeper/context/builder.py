@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from turnkeeper import metrics
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
@@ -156,6 +157,9 @@ class ContextBuilder:
             estimated_tokens=report.tokens_used,
             budget=budget,
         )
+        metrics.CONTEXT_BUILDS.labels(report.strategy.value).inc()
+        if report.messages_dropped + report.messages_summarized:
+            metrics.CONTEXT_TRUNCATIONS.labels(report.strategy.value).inc()
         return ContextWindow(selection.messages, report)
 
     def _report(

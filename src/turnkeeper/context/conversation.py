@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from turnkeeper.storage.codec import to_ts
+from turnkeeper.records import to_ts
 from turnkeeper.types import Message, Role
 
 RECENT_MESSAGES = 10

@@ -16,15 +16,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from turnkeeper.errors import InvalidInput
-from turnkeeper.importers.base import Batch, ImportReport, run_import
+from turnkeeper.importers.base import Batch, ImportReport, ImportTarget, run_import
 from turnkeeper.types import Session
 from turnkeeper.validation import check_name
-
-if TYPE_CHECKING:
-    from turnkeeper.service import Turnkeeper
 
 __all__ = ["ImportReport", "SourceKind", "detect", "import_from"]
 
@@ -46,7 +42,7 @@ def detect(path: Path) -> SourceKind:
 
 
 def import_from(
-    tk: Turnkeeper,
+    tk: ImportTarget,
     kind: SourceKind,
     location: str | Path,
     *,

@@ -17,14 +17,27 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.storage.base import Store, TransferStore, require
-from turnkeeper.types import JSONObject, Message, NewMessage, Session, SessionStatus
+from turnkeeper.types import JSONObject, Message, MessageDraft, NewMessage, Session, SessionStatus
 
-if TYPE_CHECKING:
-    from turnkeeper.service import Turnkeeper
+
+class ImportTarget(Protocol):
+    """What an importer needs of the service it imports into (a `Turnkeeper` is one): its
+    settings, its store, and `draft`, which validates and counts a message the way `append`
+    does. Named here so the importers sit below the service and never import it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    def draft(self, message: NewMessage) -> MessageDraft: ...
+
 
 NAMESPACE = uuid.UUID("5d0c6f1e-7b8a-4c1e-9a57-2f4b7e0c9d31")
 """uuid5 namespace of every id an importer derives, so ids are the same on every run."""
@@ -80,7 +93,7 @@ class SourceMessage:
 
 
 def build_batch(
-    tk: Turnkeeper,
+    tk: ImportTarget,
     session: Session,
     origin: str,
     messages: Iterable[SourceMessage],

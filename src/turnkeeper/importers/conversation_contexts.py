@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from turnkeeper.errors import BackendUnavailable, InvalidInput
 from turnkeeper.importers.base import (
     Batch,
     ImportReport,
+    ImportTarget,
     SourceMessage,
     build_batch,
     derived_id,
@@ -31,9 +32,6 @@ from turnkeeper.importers.base import (
 from turnkeeper.types import NewMessage, Usage
 from turnkeeper.validation import check_name
 
-if TYPE_CHECKING:
-    from turnkeeper.service import Turnkeeper
-
 TABLE = "conversation_contexts"
 QUERY = (
     "SELECT session_id, bead_id, project_id, messages, created_at, updated_at, expires_at,"
@@ -41,7 +39,7 @@ QUERY = (
 )
 
 
-def read_batches(tk: Turnkeeper, url: str, report: ImportReport) -> Iterator[Batch]:
+def read_batches(tk: ImportTarget, url: str, report: ImportReport) -> Iterator[Batch]:
     """One batch per row of `conversation_contexts` in the database at `url`."""
     try:
         import psycopg
@@ -65,7 +63,7 @@ def read_batches(tk: Turnkeeper, url: str, report: ImportReport) -> Iterator[Bat
                 yield batch
 
 
-def _batch(tk: Turnkeeper, row: dict[str, Any], report: ImportReport) -> Batch | None:
+def _batch(tk: ImportTarget, row: dict[str, Any], report: ImportReport) -> Batch | None:
     where = f"{TABLE}[session_id={row['session_id']}]"
     try:
         created_at = parse_time(row["created_at"], "created_at")

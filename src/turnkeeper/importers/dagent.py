@@ -24,12 +24,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from turnkeeper.errors import InvalidInput
 from turnkeeper.importers.base import (
     Batch,
     ImportReport,
+    ImportTarget,
     SourceMessage,
     build_batch,
     derived_id,
@@ -39,9 +40,6 @@ from turnkeeper.importers.base import (
 from turnkeeper.importers.located import Located, load
 from turnkeeper.types import NewMessage, SessionStatus, Usage
 from turnkeeper.validation import check_name
-
-if TYPE_CHECKING:
-    from turnkeeper.service import Turnkeeper
 
 SESSION, CHAT, NODE = "session", "chat", "node"
 _ARRAY_KEYS = ("messages", "entries")
@@ -84,7 +82,9 @@ def find_files(root: Path) -> list[Path]:
     return sorted(found, key=lambda path: (file_kind(path) == SESSION, str(path)))
 
 
-def read_batches(tk: Turnkeeper, root: Path, report: ImportReport, project: str) -> Iterator[Batch]:
+def read_batches(
+    tk: ImportTarget, root: Path, report: ImportReport, project: str
+) -> Iterator[Batch]:
     """One batch per session key found under `root` (a directory or a single file)."""
     conversations: dict[str, _Conversation] = {}
     for path in find_files(root):
@@ -217,7 +217,7 @@ def _usage(tokens: Any) -> Usage | None:
 
 
 def _batch(
-    tk: Turnkeeper, conversation: _Conversation, report: ImportReport, project: str
+    tk: ImportTarget, conversation: _Conversation, report: ImportReport, project: str
 ) -> Batch:
     times = [m.created_at for m in conversation.messages]
     created = min([*times, *filter(None, [conversation.created_at])], default=datetime.now(UTC))

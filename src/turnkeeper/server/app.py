@@ -21,9 +21,9 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.expiry import Sweeper
 from turnkeeper.llm import LLMClient
-from turnkeeper.server import gate, problems, ui
+from turnkeeper.server import gate, mcp, problems, ui
 from turnkeeper.server.memory import Trimmer, limit_threads
-from turnkeeper.server.observability import RequestObserver, record_stored, record_upstream
+from turnkeeper.server.observability import RequestObserver
 from turnkeeper.server.routes import (
     agents,
     chat,
@@ -47,21 +47,24 @@ OpenAI-compatible proxy that remembers. Every error is an RFC 9457 problem docum
 (`application/problem+json`)."""
 
 
-def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
+def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool = True) -> FastAPI:
     """The HTTP service over `settings`. With `tk`, the app serves that (open) Turnkeeper and
-    leaves closing it to the caller; without, it opens one on `settings.database_url` itself."""
+    leaves closing it to the caller; without, it opens one on `settings.database_url` itself.
+    `sweep=False` leaves out the expiry sweeper (the other workers of one `serve`: one sweeper
+    per deployment is enough)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         limit_threads(settings.server_threads)
         service = tk if tk is not None else turnkeeper.open(settings=settings)
-        llm = LLMClient.from_settings(settings, observer=record_upstream)
+        llm = LLMClient.from_settings(settings)
         app.state.settings = settings
         app.state.tk = service
         app.state.keys = service.keys
-        app.state.turns = ChatTurns(service, llm, on_stored=record_stored)
+        app.state.turns = ChatTurns(service, llm)
         sweeper = Sweeper(service)  # hourly expiry cleanup; one sweeper at a time per database
-        sweeper.start()
+        if sweep:
+            sweeper.start()
         trimmer = Trimmer()  # freed memory goes back to the system after a burst
         trimmer.start()
         try:
@@ -82,6 +85,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None) -> FastAPI:
     for module in ROUTERS:
         app.include_router(module.router)
     problems.install(app)
+    mcp.install(app)  # MCP over streamable HTTP at /mcp, when the `mcp` extra is installed
     ui.install(app)  # the web UI at `/`, after problems so its login redirect takes precedence
     gate.install(app, max_request_bytes=settings.max_request_bytes)
     app.add_middleware(RequestObserver)

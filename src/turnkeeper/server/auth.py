@@ -9,13 +9,12 @@ turned off (`--no-auth`, loopback only) every caller is an admin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from turnkeeper.apikeys import ApiKeys
-from turnkeeper.errors import Forbidden, Unauthenticated
+from turnkeeper.callers import ANONYMOUS_ADMIN, Caller
+from turnkeeper.errors import Unauthenticated
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -23,26 +22,7 @@ bearer = HTTPBearer(
     description="An API key made with `turnkeeper keys create --project P`: tk_<id>_<secret>.",
 )
 
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """The authenticated caller: a project key (`project` set) or an admin (sees all)."""
-
-    project: str | None
-    admin: bool
-    key_id: str | None = None
-
-    def scope(self, requested: str | None) -> str | None:
-        """The project a request works in. A project key works in its own (naming another is
-        `Forbidden`); an admin works in the one it names, or across all when it names none."""
-        if self.admin:
-            return requested
-        if requested is not None and requested != self.project:
-            raise Forbidden(f"this API key belongs to project {self.project!r}")
-        return self.project
-
-
-ANONYMOUS_ADMIN = Caller(project=None, admin=True)
+__all__ = ["ANONYMOUS_ADMIN", "Caller", "authenticate", "bearer"]
 
 
 def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:

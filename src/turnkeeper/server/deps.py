@@ -11,15 +11,21 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
+from starlette.concurrency import run_in_threadpool
 
+from turnkeeper.callers import Caller, resolve_session
 from turnkeeper.config import Settings
-from turnkeeper.errors import Conflict, SessionNotFound
-from turnkeeper.server.auth import Caller, authenticate, bearer
+from turnkeeper.server.auth import authenticate, bearer
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
+from turnkeeper.validation import NAME_PATTERN
 
-# The three getters below only read `app.state`: async, so they run on the event loop and
-# never wait for a thread (a probe must not queue behind requests; see routes.health).
+# Every dependency here is async: FastAPI runs a sync dependency in the thread pool, and a
+# request's chain (caller, scope, session, attempt) was six hand-offs to a thread and back, each
+# a wake-up of the event loop, for work that is a few attribute reads. Only what reads the
+# database (authenticating without the gate, resolving a key across projects) takes a thread,
+# and only when it has to. The getters of `app.state` never wait for a thread either (a probe
+# must not queue behind requests; see routes.health).
 
 
 async def get_tk(request: Request) -> Turnkeeper:
@@ -37,22 +43,24 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-def get_caller(
+async def get_caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Caller:
-    """The caller `gate.CallerGate` authenticated before the body was read (or, for an app
-    served without the gate, authenticated here)."""
+    """The caller `gate.CallerGate` authenticated before the body was read (or, for a request
+    without a body, or an app served without the gate, authenticated here)."""
     caller: Caller | None = getattr(request.state, "caller", None)
-    return caller if caller is not None else authenticate(request, credentials)
+    if caller is not None:
+        return caller
+    return await run_in_threadpool(authenticate, request, credentials)
 
 
-def get_scope(
+async def get_scope(
     caller: Annotated[Caller, Depends(get_caller)],
     project: Annotated[
         str | None,
         Query(
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$",
+            pattern=NAME_PATTERN,
             description="Project to work in. A project key may only name its own; an admin key "
             "names any (keys are looked up in it; default: the configured default project).",
         ),
@@ -79,36 +87,17 @@ SessionPath = Annotated[
 ]
 
 
-def resolve_session(tk: Turnkeeper, ref: str, scope: str | None) -> str:
-    """What `ref` names for a caller working in `scope`. In a project, `ref` as given (the core
-    looks keys up there). Across all projects (an admin naming none), a key is found in
-    whichever project holds it, and returned as that session's id; a key held in several
-    projects is a `Conflict` naming them; a key held nowhere is returned as given (the default
-    project's, e.g. for a turn that creates it)."""
-    if scope is not None:
-        return ref
-    try:
-        return tk.store.get_session(ref).id
-    except SessionNotFound:
-        pass
-    holders = tk.list_sessions(key=ref, limit=1000).items
-    projects = sorted({session.project for session in holders})
-    if len(projects) > 1:
-        raise Conflict(f"session key {ref!r} is ambiguous: in projects {', '.join(projects)}")
-    if projects:
-        return tk.get_session(ref, project=projects[0]).id
-    return ref
-
-
-def get_session_ref(session: SessionPath, scope: Scope, tk: TK) -> str:
-    return resolve_session(tk, session, scope)
+async def get_session_ref(session: SessionPath, scope: Scope, tk: TK) -> str:
+    if scope is not None:  # what `resolve_session` returns without reading anything
+        return session
+    return await run_in_threadpool(resolve_session, tk, session, scope)
 
 
 SessionRef = Annotated[str, Depends(get_session_ref)]
 """The `{session}` path parameter, resolved for the caller (see `resolve_session`)."""
 
 
-def get_attempt(
+async def get_attempt(
     request: Request,
     idempotency_key: Annotated[
         str | None,

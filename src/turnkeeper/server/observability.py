@@ -9,52 +9,36 @@
   one, else a new one) into structlog's context variables, so every line logged while serving
   that request carries it, including the core's `conversation_context_loaded` event; the id is
   echoed back in `X-Request-ID`.
-- Metrics are the named objects in `turnkeeper.metrics`. Context builds are counted from the
-  `conversation_context_loaded` event itself (a filter on the `turnkeeper.context` logger), so
-  the core stays free of metrics code and no build goes uncounted whatever the log level.
+- Metrics are the instruments of `turnkeeper.metrics`, recorded where the event happens (the
+  core counts its own: context builds, writes, upstream calls, cache reads, sweeps) and kept in
+  prometheus-client's registry by `turnkeeper.prometheus`; this module adds the request ones.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
 import uuid
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping
 from typing import Any, Literal
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from turnkeeper import metrics
-from turnkeeper.context.builder import EVENT as CONTEXT_EVENT
 from turnkeeper.logs import ROOT, LogEvent, get_logger, send_to, snapshot
-from turnkeeper.types import Message as StoredMessage
-from turnkeeper.types import Session
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 LogFormat = Literal["auto", "console", "json"]
 
-_CONTEXT_LOGGER = f"{ROOT}.context"
 _SERVED_LOGGERS = (ROOT, "uvicorn", "uvicorn.error")
 
 log = get_logger("turnkeeper.server")
-
-
-class ContextBuildCounter(logging.Filter):
-    """Counts every `conversation_context_loaded` event (one context build); passes all."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        event = record.msg
-        if isinstance(event, LogEvent) and event.event == CONTEXT_EVENT:
-            strategy = str(event.fields.get("strategy", "unknown"))
-            metrics.CONTEXT_BUILDS.labels(strategy).inc()
-            if event.fields.get("messages_truncated"):
-                metrics.CONTEXT_TRUNCATIONS.labels(strategy).inc()
-        return True
 
 
 def spread_event(
@@ -69,13 +53,22 @@ def spread_event(
     return event_dict
 
 
+def add_process_id(
+    logger: Any, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: the id of the process that logged (`pid`)."""
+    record = event_dict.get("_record")
+    event_dict["pid"] = getattr(record, "process", None) or os.getpid()
+    return event_dict
+
+
 def configure_logging(
     level: int = logging.INFO, log_format: LogFormat = "auto"
 ) -> Callable[[], None]:
     """turnkeeper's and uvicorn's records at `level` and above go to stderr: JSON lines, or
     human-readable console lines (`auto`: console on a terminal, JSON otherwise). Returns a
     function that restores logging as it was."""
-    restore = snapshot(*_SERVED_LOGGERS, _CONTEXT_LOGGER)
+    restore = snapshot(*_SERVED_LOGGERS)
     if log_format == "auto":
         log_format = "console" if sys.stderr.isatty() else "json"
     renderer: Any = (
@@ -92,6 +85,8 @@ def configure_logging(
                 structlog.stdlib.add_log_level,
                 structlog.stdlib.add_logger_name,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
+                # which process wrote the line: `serve --workers N` runs several
+                *([add_process_id] if log_format == "json" else []),
             ],
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
@@ -101,31 +96,7 @@ def configure_logging(
         )
     )
     send_to(handler, level, *_SERVED_LOGGERS)
-    # Builds are counted at any log level: the context logger passes info events to the
-    # counter, and the handler's level decides what is printed.
-    context = logging.getLogger(_CONTEXT_LOGGER)
-    context.setLevel(min(level, logging.INFO))
-    context.addFilter(ContextBuildCounter())
     return restore
-
-
-# -- what the core stored -------------------------------------------------------------------
-
-
-def record_stored(session: Session, created: bool, messages: Sequence[StoredMessage]) -> None:
-    """Count a write: a session created, and the messages newly stored (retries are not)."""
-    if created:
-        metrics.SESSIONS_CREATED.inc()
-    for message in messages:
-        metrics.MESSAGES_APPENDED.labels(message.role.value).inc()
-        metrics.TOKENS_STORED.inc(message.tokens)
-
-
-def record_upstream(outcome: str, seconds: float) -> None:
-    """The `LLMClient` observer: latency by outcome, and errors by kind."""
-    metrics.UPSTREAM_LATENCY.labels(outcome).observe(seconds)
-    if outcome != "ok":
-        metrics.UPSTREAM_ERRORS.labels(outcome).inc()
 
 
 # -- per request ----------------------------------------------------------------------------

@@ -34,10 +34,9 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
-from turnkeeper.validation import MAX_WHOLE
+from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN
 
 JSON = dict[str, Any]
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$"
 MAX_TTL_SECONDS = 100 * 365 * 86400  # a lifetime beyond a century is a mistake (and overflows)
 
 
@@ -75,12 +74,12 @@ class SessionCreate(_Request):
 
     key: str | None = Field(
         None,
-        pattern=_NAME,
+        pattern=NAME_PATTERN,
         description="Client natural key, unique among the live sessions of the project.",
     )
     project: str | None = Field(
         None,
-        pattern=_NAME,
+        pattern=NAME_PATTERN,
         description="Project (tenant). A project key may only name its own project; default: "
         "the key's project (admin keys: the configured default project).",
     )
@@ -231,7 +230,9 @@ class MessageCreate(_Request):
     content: str = Field("", description="The text (may be empty for assistant tool calls).")
     author: str | None = Field(None, max_length=200, description="Agent or person who said it.")
     internal: bool = Field(False, description="Kept for audit, hidden from user-facing views.")
-    id: str | None = Field(None, pattern=_NAME, description="Client message id (idempotency).")
+    id: str | None = Field(
+        None, pattern=NAME_PATTERN, description="Client message id (idempotency)."
+    )
     metadata: JSON | None = None
     usage: UsageModel | None = None
     tool_calls: list[JSON] | None = Field(None, description="OpenAI-style tool calls.")
@@ -433,7 +434,9 @@ class ChatRequest(_Request):
 
     content: str = Field(min_length=1, description="The user's message.")
     id: str | None = Field(
-        None, pattern=_NAME, description="Client message id: a retry with it stores nothing twice."
+        None,
+        pattern=NAME_PATTERN,
+        description="Client message id: a retry with it stores nothing twice.",
     )
     author: str | None = Field(None, max_length=200)
     metadata: JSON | None = None
@@ -593,15 +596,15 @@ class PhaseChange(_Request):
     """Move the session to a phase; the transition is stored as a system event."""
 
     phase: Phase
-    by: str | None = Field(None, pattern=_NAME, description="Agent making the change.")
+    by: str | None = Field(None, pattern=NAME_PATTERN, description="Agent making the change.")
     summary: str | None = Field(None, description="Hand-off summary for the next phase.")
 
 
 class HandoffCreate(_Request):
     """One agent hands the work to another; stored as a system event."""
 
-    from_agent: str = Field(pattern=_NAME)
-    to_agent: str = Field(pattern=_NAME)
+    from_agent: str = Field(pattern=NAME_PATTERN)
+    to_agent: str = Field(pattern=NAME_PATTERN)
     summary: str | None = Field(None, description="What the receiver needs to know.")
 
 

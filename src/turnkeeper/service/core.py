@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from turnkeeper.config import Settings
 from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
@@ -21,9 +21,6 @@ from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import TokenCounter, counter_for
 from turnkeeper.types import Session, SessionStatus
 from turnkeeper.validation import check_name
-
-if TYPE_CHECKING:
-    from turnkeeper.service.agents import Agents
 
 SessionRef = Session | str
 """A session, its id, or its key (looked up in the project)."""
@@ -63,6 +60,15 @@ def refuse_expired(session: Session) -> None:
         raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
 
 
+class AgentPositions(Protocol):
+    """What other capabilities ask of the agents part (`tk.agents`), named here so the core
+    does not import the part built on top of it."""
+
+    def position(self, session_id: str, agent: str) -> int: ...
+
+    def execution_ms(self, session_id: str) -> int: ...
+
+
 class Core:
     """The state one service shares across its capabilities, and session resolution.
 
@@ -73,7 +79,7 @@ class Core:
     store: Store
     settings: Settings
     encoding: str
-    agents: Agents
+    agents: AgentPositions
     _clock: Callable[[], datetime]
     _summarizer: Summarizer
     _locks: SessionLocks

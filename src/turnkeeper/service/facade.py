@@ -46,6 +46,9 @@ class Turnkeeper(Sessions, Windows, Digest):
     Usable as a context manager; `close()` releases the store.
     """
 
+    agents: Agents
+    """Multi-agent conversations: agent states, phases, hand-offs, responding."""
+
     def __init__(
         self,
         store: Store,
@@ -63,7 +66,6 @@ class Turnkeeper(Sessions, Windows, Digest):
         self.encoding = store.meta("token_encoding", settings.token_encoding)
         """Encoding the stored token counts were made with (fixed when the database was made)."""
         self.agents = Agents(self)
-        """Multi-agent conversations: agent states, phases, hand-offs, responding."""
         self.transfer = Transfer(self)
         """JSONL export and import, and the expiry sweep."""
 

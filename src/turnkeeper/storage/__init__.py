@@ -1,4 +1,8 @@
-"""Storage backends behind one contract (`Store` and its capabilities), chosen by database URL."""
+"""Storage backends behind one contract (`Store`), chosen by database URL.
+
+Only bare backends are made here; the caches in front of one are put there by
+`turnkeeper.assemble` (storage is the layer below the caches and never imports them).
+"""
 
 from __future__ import annotations
 
@@ -30,7 +34,6 @@ __all__ = [
     "TraceStore",
     "TransferStore",
     "open_backend",
-    "open_store",
     "require",
 ]
 
@@ -70,18 +73,3 @@ def open_backend(url: str, settings: Settings) -> Store:
         f"unsupported scheme {scheme!r}; use sqlite:///path/to/file.db,"
         " postgresql://user@host/db or memory://",
     )
-
-
-def open_store(url: str, settings: Settings) -> Store:
-    """The backend a URL names, behind the configured caches (`lru_size` sessions in process,
-    and Redis when `redis_url` is set). The caches implement the same contract."""
-    backend = open_backend(url, settings)
-    if settings.lru_size == 0 and settings.redis_url is None:
-        return backend
-    from turnkeeper.cache.store import cached
-
-    try:
-        return cached(backend, settings)
-    except BaseException:
-        backend.close()
-        raise

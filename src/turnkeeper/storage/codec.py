@@ -1,5 +1,7 @@
 """Value encodings shared by the backends: timestamps, JSON columns and listing cursors.
 
+Timestamps are `turnkeeper.records`' (re-exported here, so the backends import one module).
+
 Kept in one place so every backend stores and pages the same way.
 """
 
@@ -7,29 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from turnkeeper.errors import InvalidInput
-
-
-def to_ts(value: datetime) -> str:
-    """A fixed-width UTC ISO 8601 string: sorts lexicographically in time order."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def to_ts_or_none(value: datetime | None) -> str | None:
-    return None if value is None else to_ts(value)
-
-
-def from_ts(value: str) -> datetime:
-    return datetime.fromisoformat(value)
-
-
-def from_ts_or_none(value: str | None) -> datetime | None:
-    return None if value is None else from_ts(value)
+from turnkeeper.records import from_ts as from_ts
+from turnkeeper.records import from_ts_or_none as from_ts_or_none
+from turnkeeper.records import to_ts as to_ts
+from turnkeeper.records import to_ts_or_none as to_ts_or_none
 
 
 def dump_json(value: Any) -> str:

@@ -21,7 +21,7 @@ cursor takes the shared `?` placeholders), the error mapping and the migration l
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -33,6 +33,7 @@ from turnkeeper.errors import (
     InvalidInput,
     TurnkeeperError,
 )
+from turnkeeper.storage import locks
 from turnkeeper.storage.migrations import (
     LATEST_VERSION,
     LEGACY_POSTGRES,
@@ -301,21 +302,9 @@ class PostgresStore(SQLStore):
         with self._mapped_errors(), self._pool.connection() as conn, conn.cursor() as cur:
             return self._version(cur)
 
-    @contextmanager
-    def advisory_lock(self, key: int) -> Iterator[bool]:
-        """Hold a database-wide advisory lock while the block runs, if no one else holds it.
-
-        Yields whether it was acquired; never waits. The lock belongs to a pooled connection
-        kept for the block, so a process that dies releases it with its connection.
-        """
-        with self._mapped_errors(), self._pool.connection() as conn:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (key,)).fetchone()
-            acquired = bool(row and row["got"])
-            try:
-                yield acquired
-            finally:
-                if acquired:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
+        """See `turnkeeper.storage.locks`: an advisory lock on one pooled connection."""
+        return locks.advisory_lock(self._pool.connection, name, mapped_errors=self._mapped_errors)
 
     def close(self) -> None:
         self._pool.close()

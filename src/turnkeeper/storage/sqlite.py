@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from turnkeeper.errors import (
     InvalidInput,
     TurnkeeperError,
 )
+from turnkeeper.storage import locks
 from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
 from turnkeeper.storage.migrations import LATEST_VERSION
 from turnkeeper.storage.sql import Dialect
@@ -158,6 +159,10 @@ class SQLiteStore(SQLStore):
     def schema_version(self) -> int:
         (version,) = self._conn().execute("PRAGMA user_version").fetchone()
         return int(version)
+
+    def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
+        """See `turnkeeper.storage.locks`: a lock file beside the database."""
+        return locks.file_lock(locks.lock_file_beside(self.path, name))
 
     def close(self) -> None:
         with self._lock:

@@ -19,10 +19,11 @@ from turnkeeper.server.schemas import (
     PhaseChange,
     SummaryPublic,
 )
+from turnkeeper.validation import NAME_PATTERN
 
 router = APIRouter(tags=["agents"], responses=PROBLEM_RESPONSES)
 
-Agent = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$")]
+Agent = Annotated[str, Path(pattern=NAME_PATTERN)]
 PREFIX = "/v1/sessions/{session}"
 
 

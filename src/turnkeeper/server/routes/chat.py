@@ -17,8 +17,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
-from turnkeeper.errors import TurnkeeperError
-from turnkeeper.llm import delta_text
 from turnkeeper.server.deps import TK, AttemptDep, Scope, SessionRef, Turns
 from turnkeeper.server.problems import PROBLEM_RESPONSES, problem_for_error
 from turnkeeper.server.schemas import (
@@ -28,11 +26,12 @@ from turnkeeper.server.schemas import (
     MessagePublic,
     SessionPublic,
 )
-from turnkeeper.server.streaming import EVENT_SCHEMA, event_stream, sse
+from turnkeeper.server.streaming import EVENT_SCHEMA, delta, event_stream, relay, sse
 from turnkeeper.server.trace_schemas import TracePublic, TraceResponse
 from turnkeeper.traces import TurnTrace, trace_of, window_diff
 from turnkeeper.turns import ChatTurns, PreparedTurn, TurnStream
 from turnkeeper.types import Message
+from turnkeeper.validation import MAX_WHOLE
 
 router = APIRouter(tags=["chat"], responses=PROBLEM_RESPONSES)
 
@@ -70,18 +69,20 @@ def _events(turns: ChatTurns, stream: TurnStream, request: Request) -> Iterator[
         },
         "turn",
     )
-    try:
-        for chunk in stream:
-            if text := delta_text(chunk):
-                yield sse({"content": text}, "delta")
-    except TurnkeeperError as exc:
-        request_id = getattr(request.state, "request_id", None)
-        yield sse(problem_for_error(exc, instance=request.url.path, request_id=request_id), "error")
-        return
-    finally:
-        stream.close()
+    request_id = getattr(request.state, "request_id", None)
+    yield from relay(
+        stream,
+        each=delta,
+        failed=lambda exc: sse(
+            problem_for_error(exc, instance=request.url.path, request_id=request_id), "error"
+        ),
+        done=lambda: sse(_done(turns, stream).model_dump(mode="json"), "done"),
+    )
+
+
+def _done(turns: ChatTurns, stream: TurnStream) -> ChatResponse:
     assert stream.reply is not None  # set once the upstream stream has ended
-    yield sse(_answer(turns, prepared, stream.reply, stream.trace).model_dump(mode="json"), "done")
+    return _answer(turns, stream.prepared, stream.reply, stream.trace)
 
 
 @router.post(
@@ -118,7 +119,7 @@ def chat(
 
 @router.get("/v1/sessions/{session}/messages/{seq}/trace")
 def trace(
-    session: SessionRef, seq: Annotated[int, Path(ge=1)], tk: TK, scope: Scope
+    session: SessionRef, seq: Annotated[int, Path(ge=1, le=MAX_WHOLE)], tk: TK, scope: Scope
 ) -> TraceResponse:
     """What the model saw for the reply at `seq`: the window exactly as sent, how it was built
     (strategy, budget, model, encoding, what was kept, dropped and summarized), what it cost,

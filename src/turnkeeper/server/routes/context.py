@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
 
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.server.deps import TK, Scope, SessionRef
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import ContextReportPublic, ContextResponse, WindowFormat
 from turnkeeper.types import ContextWindow, StrategyName
-from turnkeeper.validation import MAX_WHOLE
+from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN
 
 router = APIRouter(tags=["context"], responses=PROBLEM_RESPONSES)
 
@@ -30,7 +32,7 @@ def _shaped(window: ContextWindow, shape: WindowFormat) -> tuple[str | None, lis
 
 
 @router.get("/v1/sessions/{session}/context")
-def build_context(
+async def build_context(
     session: SessionRef,
     tk: TK,
     scope: Scope,
@@ -52,7 +54,7 @@ def build_context(
     agent: Annotated[
         str | None,
         Query(
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$",
+            pattern=NAME_PATTERN,
             description="Build this agent's perspective.",
         ),
     ] = None,
@@ -63,10 +65,13 @@ def build_context(
 ) -> ContextResponse:
     """Build the window for the next turn under a token budget (nothing stored changes).
     With `agent`, the window is that agent's perspective of the conversation."""
-    window = tk.context(
-        session, strategy=strategy, max_tokens=max_tokens, reserved_tokens=reserved_tokens,
-        keep_recent=keep_recent, model=model, include_internal=include_internal, project=scope,
-        agent=agent, trigger=trigger,
+    # A hot route: async, with a thread for the build only (see routes.messages).
+    window = await run_in_threadpool(
+        functools.partial(
+            tk.context, session, strategy=strategy, max_tokens=max_tokens,
+            reserved_tokens=reserved_tokens, keep_recent=keep_recent, model=model,
+            include_internal=include_internal, project=scope, agent=agent, trigger=trigger,
+        )
     )  # fmt: skip
     system, messages = _shaped(window, format)
     report = ContextReportPublic.from_domain(window.report)

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse
 
-from turnkeeper.errors import TurnkeeperError
-from turnkeeper.server.deps import AttemptDep, Scope, Turns, resolve_session
+from turnkeeper.callers import resolve_session
+from turnkeeper.server.deps import AttemptDep, Scope, Turns
 from turnkeeper.server.problems import PROBLEM_RESPONSES, openai_error, problem_for_error
 from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
 from turnkeeper.server.schemas import ProxyRequest
-from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, event_stream, sse
+from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, Chunks, event_stream, relay, sse
 from turnkeeper.turns import TurnOptions, new_turns_from_openai
 
 router = APIRouter(tags=["openai-compatible"])
@@ -54,25 +54,16 @@ OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
 """The errors of this route, in OpenAI's shape (what an OpenAI SDK reads)."""
 
 
-class Chunks(Protocol):
-    """A stream of completion chunks that must be closed (`ChatStream`, `TurnStream`)."""
-
-    def __iter__(self) -> Iterator[dict[str, Any]]: ...
-
-    def close(self) -> None: ...
-
-
 def _relay(chunks: Chunks) -> Iterator[str]:
     """The chunks in OpenAI's framing; a failure part-way is an `error` chunk, as OpenAI's."""
-    try:
-        for chunk in chunks:
-            yield sse(chunk)
-    except TurnkeeperError as exc:
-        yield sse(openai_error(problem_for_error(exc, instance="/v1/chat/completions")))
-        return
-    finally:
-        chunks.close()
-    yield DONE
+    return relay(
+        chunks,
+        each=sse,
+        failed=lambda exc: sse(
+            openai_error(problem_for_error(exc, instance="/v1/chat/completions"))
+        ),
+        done=lambda: DONE,
+    )
 
 
 @router.post(

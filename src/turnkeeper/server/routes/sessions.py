@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
+from turnkeeper import metrics
 from turnkeeper.server.deps import TK, CallerDep, Scope, SessionRef
-from turnkeeper.server.observability import record_stored
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import (
     ResetRequest,
@@ -37,7 +37,7 @@ def create_session(
         session, created = tk.get_or_create_session(body.key, project=project, **body.fields())
     else:
         session, created = tk.create_session(key=body.key, project=project, **body.fields()), True
-    record_stored(session, created, ())
+    metrics.stored(session, created, ())
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return SessionPublic.from_domain(session)
 

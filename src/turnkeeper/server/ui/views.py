@@ -22,11 +22,10 @@ from pydantic import BaseModel, Field
 
 from turnkeeper.config import Settings
 from turnkeeper.errors import Forbidden, InvalidInput, TurnkeeperError, Unauthenticated
-from turnkeeper.llm import delta_text
 from turnkeeper.server.auth import Caller, authenticate
 from turnkeeper.server.deps import TK, AppSettings, SessionPath, Turns
 from turnkeeper.server.problems import public_detail, status_for
-from turnkeeper.server.streaming import event_stream, sse
+from turnkeeper.server.streaming import delta, event_stream, relay, sse
 from turnkeeper.server.ui import auth
 from turnkeeper.server.ui.render import page
 from turnkeeper.service import Turnkeeper
@@ -345,16 +344,12 @@ class ChatTurnBody(BaseModel):
 
 def _reply_events(stream: TurnStream) -> Iterator[str]:
     """The reply as it arrives (`delta`), then `done` once it is stored, or `error`."""
-    try:
-        for chunk in stream:
-            if text := delta_text(chunk):
-                yield sse({"content": text}, "delta")
-    except TurnkeeperError as exc:
-        yield sse({"detail": public_detail(exc)}, "error")
-        return
-    finally:
-        stream.close()
-    yield sse({"seq": stream.reply.seq if stream.reply else None}, "done")
+    return relay(
+        stream,
+        each=delta,
+        failed=lambda exc: sse({"detail": public_detail(exc)}, "error"),
+        done=lambda: sse({"seq": stream.reply.seq if stream.reply else None}, "done"),
+    )
 
 
 @router.post("/sessions/{ref}/chat")

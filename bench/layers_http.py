@@ -1,0 +1,230 @@
+"""What each layer of the HTTP service costs per request: the app driven in-process, one request
+at a time, under cProfile; results in bench/results/http-layers.md and the README's
+`bench:http-layers` block.
+
+    python bench/layers_http.py [--requests 400]
+
+The same requests as `bench_http.py` (append a message with an id → build a sliding_window
+context of 2,000 tokens, API keys on, request logs rendered as JSON into /dev/null) go straight
+into the ASGI app, without a socket or an HTTP server (those are the same for the baseline),
+and with the thread pool run inline so that one profiler sees every layer. The time per request
+is measured without the profiler; the profiler then gives each layer's share of it (the
+cumulative time of the functions that are that layer; a profiler slows Python more than C, so
+these are shares of a profiled run, scaled to the unprofiled time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import logging
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+import turnkeeper
+from turnkeeper.apikeys import ApiKeys
+from turnkeeper.config import load_settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_http import TEXT, publish
+
+# (layer, functions whose cumulative time is that layer: (file suffix, function name))
+LAYERS: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "auth: API key verification (one indexed read + SHA-256)",
+        [("server/auth.py", "authenticate")],
+    ),
+    ("token counting (exact, o200k_base)", [("turnkeeper/tokens.py", "count_message")]),
+    (
+        "store: SQL, commit (fsync) and row decoding",
+        [
+            ("turnkeeper/storage/sqlite.py", "append_messages"),
+            ("turnkeeper/storage/sql.py", "read_messages"),
+            ("turnkeeper/storage/sql.py", "get_session"),
+            ("turnkeeper/storage/sql.py", "find_session_by_key"),
+            ("turnkeeper/storage/sql.py", "find_messages"),
+            ("turnkeeper/storage/sql.py", "find_api_key"),
+        ],
+    ),
+    (
+        "context build (strategy, rendering, OpenAI shape)",
+        [
+            ("turnkeeper/context/builder.py", "build"),
+            ("server/routes/context.py", "_shaped"),
+        ],
+    ),
+    (
+        "request log line and metrics",
+        [
+            ("turnkeeper/logs.py", "info"),
+            ("prometheus_client/metrics.py", "inc"),
+            ("prometheus_client/metrics.py", "observe"),
+        ],
+    ),
+    ("response validation and serialization", [("fastapi/routing.py", "serialize_response")]),
+]
+
+MINUS = {
+    # the context build reads the store: counted there, not twice
+    "context build (strategy, rendering, OpenAI shape)": "store: SQL, commit (fsync) and row decoding",
+}
+
+
+async def _inline(func: Any, *args: Any, **_: Any) -> Any:
+    return func(*args)
+
+
+class Driver:
+    """Calls the ASGI app directly, as uvicorn would, with a complete request body."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.auth = [(b"authorization", f"Bearer {token}".encode())]
+
+    async def call(self, method: str, path: str, query: bytes = b"", body: Any = None) -> int:
+        payload = b"" if body is None else json.dumps(body).encode()
+        headers = [*self.auth, (b"host", b"bench"), (b"content-type", b"application/json"),
+                   (b"content-length", str(len(payload)).encode())]  # fmt: skip
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+            "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": query,
+            "headers": headers, "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+            "root_path": "",
+        }  # fmt: skip
+        sent = False
+        statuses: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": payload, "more_body": False}
+            await asyncio.Event().wait()  # no disconnect while the answer is written
+            return {}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await self.app(scope, receive, send)
+        return statuses[0]
+
+    async def turns(self, first: int, count: int) -> None:
+        for n in range(first, first + count):
+            body = {"role": "user", "content": f"{TEXT}#{n}", "id": f"bench-{n}"}
+            status = await self.call("POST", "/v1/sessions/bench/messages", body=body)
+            assert status == 201, status
+            query = b"strategy=sliding_window&max_tokens=2000"
+            status = await self.call("GET", "/v1/sessions/bench/context", query)
+            assert status == 200, status
+
+
+async def measure(requests: int) -> tuple[float, dict[str, float]]:
+    """(ms per request unprofiled, {layer: share of the profiled time})."""
+    from turnkeeper.server.app import create_app
+    from turnkeeper.server.observability import configure_logging
+
+    anyio.to_thread.run_sync = _inline  # type: ignore[assignment]
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/layers.db"
+        with turnkeeper.open(url) as tk:
+            _, token = ApiKeys(tk.store).create("bench")
+        app = create_app(load_settings(database_url=url))
+        devnull = open(os.devnull, "w")  # noqa: SIM115
+        stderr, sys.stderr = sys.stderr, devnull
+        restore = configure_logging(logging.INFO, "json")
+        sys.stderr = stderr
+        startup: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        started: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        await startup.put({"type": "lifespan.startup"})
+        lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"},
+                                            "state": {}}, startup.get, started.put))  # fmt: skip
+        await started.get()
+        driver = Driver(app, token)
+        assert await driver.call("POST", "/v1/sessions", body={"key": "bench"}) == 201
+        await driver.turns(0, 100)  # the tokenizer loaded, the session some 100 messages deep
+        pairs = requests // 2
+        began = time.perf_counter()
+        await driver.turns(100, pairs)
+        per_request = (time.perf_counter() - began) * 1000 / (2 * pairs)
+        profile = cProfile.Profile()
+        profile.enable()
+        await driver.turns(100 + pairs, pairs)
+        profile.disable()
+        await startup.put({"type": "lifespan.shutdown"})
+        await started.get()
+        await lifespan
+        restore()
+        devnull.close()
+    return per_request, _shares(pstats.Stats(profile))
+
+
+def _shares(stats: pstats.Stats) -> dict[str, float]:
+    table: dict[tuple[str, int, str], Any] = stats.stats  # type: ignore[attr-defined]
+    total = max(ct for (_, _, _, ct, _) in table.values())
+    cumulative: dict[str, float] = {}
+    for layer, functions in LAYERS:
+        cumulative[layer] = sum(
+            ct
+            for (path, _, name), (_, _, _, ct, _) in table.items()
+            if any(path.endswith(suffix) and name == wanted for suffix, wanted in functions)
+        )
+    for layer, inner in MINUS.items():
+        cumulative[layer] = max(0.0, cumulative[layer] - _inside(table, layer, inner))
+    return {layer: seconds / total for layer, seconds in cumulative.items()}
+
+
+def _inside(table: dict[tuple[str, int, str], Any], layer: str, inner: str) -> float:
+    """Time of `inner`'s functions spent under `layer`'s (from the callers table)."""
+    outer = dict(LAYERS)[layer]
+    wanted = dict(LAYERS)[inner]
+    spent = 0.0
+    for (path, _, name), (_, _, _, _, callers) in table.items():
+        if not any(path.endswith(s) and name == w for s, w in wanted):
+            continue
+        for (caller_path, _, caller_name), (_, _, _, ct) in callers.items():
+            if any(caller_path.endswith(s) and caller_name == w for s, w in outer):
+                spent += ct
+    return spent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=400)
+    args = parser.parse_args()
+    per_request, shares = asyncio.run(measure(args.requests))
+    rest = 1 - sum(shares.values())
+    rows = [
+        f"| {layer} | {share:.0%} | {share * per_request:.2f} |" for layer, share in shares.items()
+    ]
+    rows.append(
+        f"| FastAPI and Starlette: routing, dependencies, parameter and body validation, middlewares (request id, auth gate, body limit) | {rest:.0%} | {rest * per_request:.2f} |"
+    )
+    report = "\n".join(
+        [
+            f"Per request, in-process (`python bench/layers_http.py --requests {args.requests}`):"
+            f" **{per_request:.2f} ms** on average over append → context pairs (a session about"
+            f" 100 messages deep, API keys on, one request at a time, load average"
+            f" {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; no socket or HTTP server,"
+            " which cost the same for the baseline).",
+            "",
+            "| layer | share | ms per request |",
+            "|---|---:|---:|",
+            *rows,
+            "",
+        ]
+    )
+    publish("http-layers", report)
+
+
+if __name__ == "__main__":
+    main()

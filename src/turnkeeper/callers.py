@@ -1,0 +1,57 @@
+"""Who is calling and which sessions they may reach, for every face that serves callers
+(the HTTP service, the MCP server), kept free of any web framework.
+
+A project caller sees its own project only: a session of another project, addressed by id or
+key, is not found (`SessionNotFound`, so its existence is not revealed); naming another project
+outright is `Forbidden`. An admin sees every project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnkeeper.errors import Conflict, Forbidden, SessionNotFound
+from turnkeeper.service import Turnkeeper
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The authenticated caller: a project key (`project` set) or an admin (sees all)."""
+
+    project: str | None
+    admin: bool
+    key_id: str | None = None
+
+    def scope(self, requested: str | None) -> str | None:
+        """The project a request works in. A project key works in its own (naming another is
+        `Forbidden`); an admin works in the one it names, or across all when it names none."""
+        if self.admin:
+            return requested
+        if requested is not None and requested != self.project:
+            raise Forbidden(f"this API key belongs to project {self.project!r}")
+        return self.project
+
+
+ANONYMOUS_ADMIN = Caller(project=None, admin=True)
+"""The caller when no keys are asked for (`--no-auth`, or a local MCP server on stdio)."""
+
+
+def resolve_session(tk: Turnkeeper, ref: str, scope: str | None) -> str:
+    """What `ref` names for a caller working in `scope`. In a project, `ref` as given (the core
+    looks keys up there). Across all projects (an admin naming none), a key is found in
+    whichever project holds it, and returned as that session's id; a key held in several
+    projects is a `Conflict` naming them; a key held nowhere is returned as given (the default
+    project's, e.g. for a turn that creates it)."""
+    if scope is not None:
+        return ref
+    try:
+        return tk.store.get_session(ref).id
+    except SessionNotFound:
+        pass
+    holders = tk.list_sessions(key=ref, limit=1000).items
+    projects = sorted({session.project for session in holders})
+    if len(projects) > 1:
+        raise Conflict(f"session key {ref!r} is ambiguous: in projects {', '.join(projects)}")
+    if projects:
+        return tk.get_session(ref, project=projects[0]).id
+    return ref

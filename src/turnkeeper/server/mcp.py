@@ -1,0 +1,149 @@
+"""`/mcp`: the MCP server (`turnkeeper.mcp`) over streamable HTTP, inside the service.
+
+The same API keys and project scoping as the REST routes: the endpoint authenticates the
+bearer token before the SDK reads a byte of the body, and leaves the `Caller` in the request
+state, where each tool call finds it (the SDK hands tools the HTTP request their message came
+in). A project key's tools see its project only. A refused request gets its status (401
+with `WWW-Authenticate`) and a JSON-RPC error body carrying the same message as a REST problem,
+so an MCP client shows it. The body limit (`gate.BodyLimit`) applies here as everywhere.
+
+Stateless: each POST is served on its own, with no MCP session kept in the process, so any
+replica behind a load balancer can answer any request. Without the `mcp` extra there is no
+`/mcp` and the rest of the service runs as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from turnkeeper.callers import Caller
+from turnkeeper.config import Settings
+from turnkeeper.errors import TurnkeeperError, Unauthenticated
+from turnkeeper.server import problems
+from turnkeeper.server.auth import authenticate, bearer
+from turnkeeper.service import Turnkeeper
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+MCP_PATH = "/mcp"
+CALLER_STATE = "mcp_caller"
+"""Where the endpoint leaves the authenticated `Caller` in the request state."""
+
+REFUSED = -32001
+"""The JSON-RPC error code of a refused request (the implementation-defined server range)."""
+
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+
+
+def caller_of(ctx: Context) -> Caller:
+    """The caller of the HTTP request a tool call came in."""
+    request = ctx.request_context.request
+    caller = getattr(getattr(request, "state", None), CALLER_STATE, None)
+    if not isinstance(caller, Caller):  # never: every request passes the endpoint first
+        raise Unauthenticated("this request was not authenticated")
+    return caller
+
+
+class McpEndpoint:
+    """ASGI app at `/mcp`: authenticate, then hand the request to the SDK's session manager
+    (set while the app runs, see `install`)."""
+
+    def __init__(self) -> None:
+        self.manager: StreamableHTTPSessionManager | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            caller = await run_in_threadpool(authenticate, request, await bearer(request))
+        except TurnkeeperError as exc:
+            await _refusal(exc, scope)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[CALLER_STATE] = caller
+        if self.manager is None:  # the app is not running (no lifespan): nothing to serve
+            raise RuntimeError("the MCP endpoint is served only while the app's lifespan runs")
+        await self.manager.handle_request(scope, receive, send)
+
+    @asynccontextmanager
+    async def running(self, tk: Turnkeeper, settings: Settings) -> AsyncIterator[None]:
+        """Serve MCP over `tk` while the block runs (the SDK's session manager needs its
+        task group alive for as long as requests may come)."""
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from turnkeeper.mcp import build_server
+
+        server = build_server(tk, caller_of)
+        # Without keys (loopback only) the Host and Origin headers are all that keep a web
+        # page from reaching the memory through DNS rebinding: accept loopback names only.
+        security = (
+            None
+            if settings.auth
+            else TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=LOOPBACK_HOSTS,
+                allowed_origins=[f"http://{host}" for host in LOOPBACK_HOSTS],
+            )
+        )
+        server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=security,
+            max_request_body_size=settings.max_request_bytes,
+            host=settings.host,
+        )
+        manager = server.session_manager
+        async with manager.run():
+            self.manager = manager
+            try:
+                yield
+            finally:
+                self.manager = None
+
+
+def _refusal(exc: TurnkeeperError, scope: Scope) -> JSONResponse:
+    """The answer to a request without a valid key: its status and headers as REST gives
+    them, with the problem in a JSON-RPC error (what an MCP client reads)."""
+    request_id = scope.get("state", {}).get("request_id")
+    body = problems.problem_for_error(exc, instance=scope["path"], request_id=request_id)
+    status: int = body["status"]
+    error = {"code": REFUSED, "message": body["detail"], "data": body}
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": error},
+        status,
+        headers=problems.headers_for(status, exc),
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Serve MCP at `/mcp` when the `mcp` extra is installed: the route, and the SDK's
+    session manager running inside the app's lifespan (after the store is open)."""
+    try:
+        import turnkeeper.mcp  # noqa: F401
+    except TurnkeeperError:  # the extra is not installed: the service runs without /mcp
+        return
+    endpoint = McpEndpoint()
+    app.router.routes.insert(
+        0, Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"], name="mcp")
+    )
+    inner: Callable[[Any], AbstractAsyncContextManager[Any]] = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(running: FastAPI) -> AsyncIterator[Any]:
+        # one statement, entered left to right: the store is open before MCP starts on it
+        async with (
+            inner(running) as state,
+            endpoint.running(running.state.tk, running.state.settings),
+        ):
+            yield state
+
+    app.router.lifespan_context = lifespan

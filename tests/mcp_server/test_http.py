@@ -1,0 +1,194 @@
+"""`/mcp` in a real `turnkeeper serve` on loopback, driven by the MCP SDK's streamable HTTP
+client: the same tools, behind the same API keys and project scoping as the REST routes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import MCPError
+
+import turnkeeper
+from tests.conftest import run_async
+from tests.hostile.served import Served, run_cli, serve
+from tests.mcp_server.clients import document, error_of, mcp_error_in, over_http
+
+
+@dataclass
+class Service:
+    served: Served
+    keys: dict[str, str]  # alpha's, beta's
+    beta_session: str  # the id of a session of project beta, holding a private message
+
+
+def _key(db: str, project: str) -> str:
+    made = run_cli("keys", "create", "--project", project, "--json", "--db", db)
+    assert made.returncode == 0, made.stderr.decode()
+    return str(json.loads(made.stdout)["token"])
+
+
+def _start(db: str, tmp_path: Path) -> Iterator[Service]:
+    with turnkeeper.open(db) as tk:
+        secret = tk.create_session(key="secret", project="beta")
+        tk.append(secret, "user", "beta's private note")
+    keys = {project: _key(db, project) for project in ("alpha", "beta")}
+    with serve(db, tmp_path / "serve.log") as served:
+        yield Service(served, keys, secret.id)
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    yield from _start(f"sqlite:///{tmp_path / 'served.db'}", tmp_path)
+
+
+def _conversation(url: str, key: str) -> dict[str, Any]:
+    async def run() -> dict[str, Any]:
+        async with over_http(url, key) as mcp:
+            opened = document(await mcp.call_tool("get_or_create_session", {"key": "plan"}))
+            for content in ("We need a login page.", "Form first, then the API."):
+                document(
+                    await mcp.call_tool("append_message", {"session": "plan", "content": content})
+                )
+            window = document(
+                await mcp.call_tool("get_context", {"session": "plan", "max_tokens": 500})
+            )
+            listed = document(await mcp.call_tool("list_sessions", {}))
+            return {"opened": opened, "window": window, "listed": listed}
+
+    return run_async(run())
+
+
+def test_a_project_key_uses_the_tools_over_http(service: Service) -> None:
+    got = _conversation(service.served.url, service.keys["alpha"])
+    assert got["opened"]["session"]["project"] == "alpha"
+    assert [m["content"] for m in got["window"]["messages"]] == [
+        "We need a login page.", "Form first, then the API.",
+    ]  # fmt: skip
+    assert got["window"]["report"]["budget"] == 500
+    assert [s["key"] for s in got["listed"]["sessions"]] == ["plan"]  # beta's is not listed
+    with service.served.client() as admin:  # the REST API sees what MCP stored
+        stored = admin.get("/v1/sessions/plan/messages", params={"project": "alpha"})
+        assert [m["content"] for m in stored.json()["items"]] == [
+            "We need a login page.", "Form first, then the API.",
+        ]  # fmt: skip
+
+
+def test_a_body_over_the_services_limit_is_refused_at_mcp_too(service: Service) -> None:
+    too_big = httpx.post(
+        f"{service.served.url}/mcp",
+        content=b"[" + b" " * (8 * 1024 * 1024) + b"]",  # the default limit is 8 MiB
+        headers={
+            "Authorization": f"Bearer {service.keys['alpha']}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+        timeout=60,
+    )
+    assert too_big.status_code == 413
+    assert "larger than the limit" in too_big.json()["detail"]
+
+
+def test_another_projects_session_is_not_found_over_mcp(service: Service) -> None:
+    theirs = service.beta_session
+
+    async def attempts() -> dict[str, Any]:
+        async with over_http(service.served.url, service.keys["alpha"]) as mcp:
+            context = error_of(await mcp.call_tool("get_context", {"session": theirs}))
+            history = error_of(await mcp.call_tool("get_history", {"session": theirs}))
+            append = error_of(
+                await mcp.call_tool("append_message", {"session": theirs, "content": "hi"})
+            )
+            by_key = error_of(await mcp.call_tool("get_session_stats", {"session": "secret"}))
+            listing = error_of(await mcp.call_tool("list_sessions", {"project": "beta"}))
+            with pytest.raises(MCPError) as resource:
+                await mcp.read_resource(f"turnkeeper://sessions/{theirs}/transcript")
+            return {
+                "context": context, "history": history, "append": append, "by_key": by_key,
+                "listing": listing, "resource": str(resource.value),
+            }  # fmt: skip
+
+    got = run_async(attempts())
+    not_found = f"session {theirs!r} not found in project 'alpha'"
+    assert got["context"] == got["history"] == got["append"] == not_found
+    assert got["resource"] == not_found
+    assert got["by_key"] == "session 'secret' not found in project 'alpha'"
+    assert got["listing"] == "this API key belongs to project 'alpha'"
+    for answer in got.values():
+        assert "private note" not in answer
+    with turnkeeper.open(_db_of(service)) as tk:  # and nothing of theirs changed
+        assert [m.content for m in tk.history(theirs)] == ["beta's private note"]
+
+
+def _db_of(service: Service) -> str:
+    args = service.served.process.args
+    assert isinstance(args, list)
+    return str(args[args.index("--db") + 1])
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (None, "this request needs an API key: Authorization: Bearer tk_<id>_<secret>"),
+        ("tk_nothing_wrong", "invalid API key"),
+    ],
+)
+def test_without_a_valid_key_mcp_is_refused(
+    service: Service, key: str | None, message: str
+) -> None:
+    async def connect() -> None:
+        async with over_http(service.served.url, key):
+            pass
+
+    with pytest.raises(BaseException) as raised:
+        run_async(connect())
+    refused = mcp_error_in(raised.value)
+    assert refused is not None, raised.value
+    assert str(refused) == message
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    raw = httpx.post(
+        f"{service.served.url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={**headers, "Accept": "application/json, text/event-stream"},
+    )
+    assert raw.status_code == 401
+    assert raw.headers["www-authenticate"].startswith("Bearer")
+    assert raw.json()["error"]["message"] == message
+
+
+def test_the_tools_work_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
+    for service in _start(postgres_url, tmp_path):
+        got = _conversation(service.served.url, service.keys["alpha"])
+        assert got["window"]["report"]["messages_included"] == 2
+        assert [s["key"] for s in got["listed"]["sessions"]] == ["plan"]
+
+
+def test_without_keys_mcp_answers_loopback_names_only(tmp_path: Path) -> None:
+    """`--no-auth` (loopback only): the local admin needs no key, and a page that reaches the
+    port through DNS rebinding (another Host, or another Origin) is refused."""
+    db = f"sqlite:///{tmp_path / 'open.db'}"
+    with turnkeeper.open(db) as tk:
+        tk.create_session(key="secret", project="beta")
+    with serve(db, tmp_path / "serve.log", "--no-auth") as served:
+
+        async def listed() -> dict[str, Any]:
+            async with over_http(served.url, None) as mcp:
+                return document(await mcp.call_tool("list_sessions", {}))
+
+        assert [s["key"] for s in run_async(listed())["sessions"]] == ["secret"]
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        rebound_host = httpx.post(
+            f"{served.url}/mcp", json=request, headers={**accept, "Host": "attacker.example"}
+        )
+        rebound_origin = httpx.post(
+            f"{served.url}/mcp",
+            json=request,
+            headers={**accept, "Origin": "http://attacker.example"},
+        )
+    assert rebound_host.status_code == 421
+    assert rebound_origin.status_code == 403

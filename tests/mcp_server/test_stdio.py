@@ -1,0 +1,165 @@
+"""`turnkeeper mcp` as an MCP host runs it: a real subprocess on a SQLite file, driven by the
+MCP SDK's own stdio client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import turnkeeper
+from tests.conftest import run_async
+from tests.hostile.served import run_cli
+from tests.mcp_server.clients import document, error_of, over_stdio
+
+TOOLS = {
+    "list_sessions", "get_or_create_session", "append_message", "get_context", "get_history",
+    "get_session_stats", "summarize_session",
+}  # fmt: skip
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'mcp.db'}"
+
+
+def test_every_tool_and_every_input_is_described_for_the_model(db: str) -> None:
+    async def listed() -> list[Any]:
+        async with over_stdio("--db", db) as mcp:
+            return list((await mcp.list_tools()).tools)
+
+    tools = run_async(listed())
+    assert {tool.name for tool in tools} == TOOLS
+    for tool in tools:
+        assert len(tool.description or "") > 40, tool.name
+        properties = tool.input_schema["properties"]
+        assert properties, tool.name
+        for name, schema in properties.items():
+            assert len(schema.get("description", "")) > 10, f"{tool.name}.{name}"
+
+
+def test_a_conversation_is_stored_windowed_counted_and_summarized_over_stdio(db: str) -> None:
+    async def conversation() -> dict[str, Any]:
+        async with over_stdio("--db", db) as mcp:
+            opened = document(await mcp.call_tool("get_or_create_session", {"key": "trip"}))
+            again = document(await mcp.call_tool("get_or_create_session", {"key": "trip"}))
+            await mcp.call_tool(
+                "append_message", {"session": "trip", "role": "system", "content": "Be brief."}
+            )
+            for turn in range(1, 13):
+                role = "user" if turn % 2 else "assistant"
+                stored = document(
+                    await mcp.call_tool(
+                        "append_message",
+                        {"session": "trip", "role": role, "content": f"turn {turn} about Lisbon"},
+                    )
+                )
+            window = document(
+                await mcp.call_tool(
+                    "get_context", {"session": "trip", "strategy": "recent", "keep_recent": 3}
+                )
+            )
+            summary = document(
+                await mcp.call_tool(
+                    "summarize_session", {"session": "trip", "keep_recent": 4, "max_tokens": 60}
+                )
+            )
+            stats = document(await mcp.call_tool("get_session_stats", {"session": "trip"}))
+            history = document(
+                await mcp.call_tool(
+                    "get_history", {"session": "trip", "limit": 2, "newest_first": True}
+                )
+            )
+            listed = document(await mcp.call_tool("list_sessions", {"search": "tri"}))
+            transcript = await mcp.read_resource("turnkeeper://sessions/trip/transcript")
+            return {
+                "opened": opened, "again": again, "stored": stored, "window": window,
+                "summary": summary, "stats": stats, "history": history, "listed": listed,
+                "transcript": transcript.contents[0].text,
+            }  # fmt: skip
+
+    got = run_async(conversation())
+    session_id = got["opened"]["session"]["id"]
+    assert got["opened"]["created"] is True and got["again"]["created"] is False
+    assert got["again"]["session"]["id"] == session_id
+    assert got["stored"]["message"]["seq"] == 13
+    window = got["window"]
+    assert [m["content"] for m in window["messages"]] == [
+        "[Note: 10 older messages not shown]",
+        "turn 10 about Lisbon", "turn 11 about Lisbon", "turn 12 about Lisbon",
+    ]  # fmt: skip
+    assert window["report"]["strategy"] == "recent"
+    assert window["report"]["messages_dropped"] == 10
+    summary = got["summary"]
+    assert summary["summary"]["covers_to_seq"] == 9
+    assert summary["summary"]["text"].startswith("user: turn")
+    assert summary["summary"]["method"] == "extractive"
+    assert summary["report"]["summarized_seqs"] == list(range(2, 10))
+    assert got["stats"]["message_count"] == 13
+    assert got["stats"]["messages_by_role"] == {"system": 1, "user": 6, "assistant": 6}
+    assert [m["seq"] for m in got["history"]["messages"]] == [13, 12]
+    assert [s["key"] for s in got["listed"]["sessions"]] == ["trip"]
+    lines = str(got["transcript"]).splitlines()
+    assert lines[0] == f"session {session_id} (key trip): 13 messages"
+    assert lines[1:3] == ["#1 system: Be brief.", "#2 user: turn 1 about Lisbon"]
+    with turnkeeper.open(db) as tk:  # what the tools said is what is stored
+        assert [m.content for m in tk.history("trip")][-1] == "turn 12 about Lisbon"
+        assert tk.summaries("trip")[-1].covers_to_seq == 9
+
+
+def test_bad_input_is_a_tool_error_with_the_command_lines_message(db: str) -> None:
+    with turnkeeper.open(db) as tk:
+        tk.append(tk.get_or_create_session("trip")[0], "user", "hello")
+
+    async def mistakes() -> list[str]:
+        async with over_stdio("--db", db) as mcp:
+            calls = [
+                ("get_context", {"session": "trip", "max_tokens": -5}),
+                ("get_context", {"session": "nowhere"}),
+                ("get_context", {"session": "trip", "strategy": "everything"}),
+                ("append_message", {"session": "trip", "role": "narrator", "content": "x"}),
+            ]
+            return [error_of(await mcp.call_tool(name, args)) for name, args in calls]
+
+    budget, missing, strategy, role = run_async(mistakes())
+    for message, args in (
+        (budget, ["context", "trip", "--max-tokens", "-5"]),
+        (missing, ["context", "nowhere"]),
+    ):
+        cli = run_cli("--db", db, *args)
+        assert cli.returncode == 1
+        assert cli.stderr.decode().strip() == f"error: {message}"
+    assert budget == "max_tokens: must be a positive whole number, got -5"
+    assert missing == "session 'nowhere' not found in project 'default'"
+    assert strategy.startswith("strategy: unknown strategy 'everything'; choose one of full,")
+    assert role.startswith("role: ")
+    with turnkeeper.open(db) as tk:
+        assert [m.content for m in tk.history("trip")] == ["hello"]  # nothing stored
+
+
+def test_with_a_project_the_server_sees_only_that_projects_sessions(db: str) -> None:
+    with turnkeeper.open(db) as tk:
+        ours = tk.create_session(key="plan", project="alpha")
+        theirs = tk.create_session(key="secret", project="beta")
+        tk.append(theirs, "user", "beta's private note")
+
+    async def scoped() -> tuple[dict[str, Any], str, str, str]:
+        async with over_stdio("--db", db, "--project", "alpha") as mcp:
+            listed = document(await mcp.call_tool("list_sessions", {}))
+            by_id = error_of(await mcp.call_tool("get_history", {"session": theirs.id}))
+            by_key = error_of(await mcp.call_tool("get_context", {"session": "secret"}))
+            other = error_of(await mcp.call_tool("list_sessions", {"project": "beta"}))
+            return listed, by_id, by_key, other
+
+    listed, by_id, by_key, other = run_async(scoped())
+    assert [s["id"] for s in listed["sessions"]] == [ours.id]
+    assert by_id == f"session {theirs.id!r} not found in project 'alpha'"
+    assert by_key == "session 'secret' not found in project 'alpha'"
+    assert other == "this API key belongs to project 'alpha'"
+
+
+def test_a_bad_project_is_one_error_line_before_serving(db: str) -> None:
+    result = run_cli("mcp", "--db", db, "--project", "no spaces")
+    assert result.returncode == 1
+    assert result.stderr.decode().startswith("error: project: 'no spaces' is not a valid project")

@@ -5,6 +5,7 @@ also proven through this face on every backend; see tests/storage/conftest.py.)"
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 from pathlib import Path
@@ -95,15 +96,21 @@ def test_open_async_stores_what_open_reads_and_raises_the_same_errors(tmp_path: 
         assert tk.get_session(session_id).phase == "verification"
 
 
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="-")
+
+
 class ThreadRecordingStore(SQLiteStore):
-    """A real SQLite store that notes which thread each append ran on."""
+    """A real SQLite store that notes which thread each append ran on, and the caller's
+    `REQUEST` context variable as the append saw it."""
 
     def __init__(self, url: str) -> None:
         super().__init__(url, synchronous="NORMAL")
         self.threads: set[str] = set()
+        self.requests: list[str] = []
 
     def append_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
         self.threads.add(threading.current_thread().name)
+        self.requests.append(REQUEST.get())
         return super().append_messages(*args, **kwargs)
 
 
@@ -135,6 +142,24 @@ def test_sqlite_writes_run_on_one_dedicated_thread_and_the_loop_stays_free(
     assert seqs == list(range(1, 41))  # gapless, none lost, none doubled
     assert ticks > 0  # the loop ran other tasks while the appends were on the writer thread
     assert len(store.threads) == 1 and next(iter(store.threads)).startswith("turnkeeper-async")
+
+
+def test_the_callers_context_variables_reach_the_operation(tmp_path: Path, clock: Clock) -> None:
+    """Request ids in the logs follow the call onto the worker, as with `asyncio.to_thread`."""
+    store = ThreadRecordingStore(f"sqlite:///{tmp_path / 'context.db'}")
+    face = AsyncTurnkeeper(Turnkeeper(store, load_settings(), clock=clock))
+
+    async def request(name: str) -> None:
+        REQUEST.set(name)
+        await face.append("ctx", "user", f"from {name}")
+
+    async def talk() -> None:
+        await face.create_session(key="ctx")
+        await asyncio.gather(request("req-1"), request("req-2"))
+        await face.close()
+
+    run_async(talk())
+    assert sorted(store.requests) == ["req-1", "req-2"]
 
 
 def test_postgres_gets_one_worker_per_pooled_connection() -> None:

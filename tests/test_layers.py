@@ -115,8 +115,7 @@ def test_lock_names_are_checked_and_keyed_the_same_in_every_process() -> None:
 
 HOLDER = """
     import sys
-    from turnkeeper import metrics
-from turnkeeper.assemble import open_store
+    from turnkeeper.assemble import open_store
     from turnkeeper.config import load_settings
 
     url = sys.argv[1]

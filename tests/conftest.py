@@ -135,23 +135,31 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
         yield url
 
 
+def open_test_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A fresh, empty store of `backend` (`memory`, `sqlite`, `postgres`, `postgres+redis`)."""
+    if backend == "memory":
+        from turnkeeper.storage import InMemoryStore
+
+        return InMemoryStore()
+    if backend == "sqlite":
+        return make_sqlite_store(tmp_path / "contract.db")
+    from turnkeeper.storage.postgres import PostgresStore
+
+    url = request.getfixturevalue("postgres_url")
+    store: Store = PostgresStore(url, min_size=1, max_size=4)
+    if backend == "postgres+redis":
+        from turnkeeper.cache import CachedStore, SessionLRU
+        from turnkeeper.cache.redis_cache import RedisCache
+
+        redis_url = request.getfixturevalue("redis_server")
+        store = CachedStore(store, lru=SessionLRU(100), redis=RedisCache(redis_url))
+    return store
+
+
 @pytest.fixture(params=["sqlite", "postgres", "postgres+redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """A fresh, empty store of each backend."""
-    backend: Store
-    if request.param == "sqlite":
-        backend = make_sqlite_store(tmp_path / "contract.db")
-    else:
-        from turnkeeper.storage.postgres import PostgresStore
-
-        url = request.getfixturevalue("postgres_url")
-        backend = PostgresStore(url, min_size=1, max_size=4)
-        if request.param == "postgres+redis":
-            from turnkeeper.cache import CachedStore, SessionLRU
-            from turnkeeper.cache.redis_cache import RedisCache
-
-            redis_url = request.getfixturevalue("redis_server")
-            backend = CachedStore(backend, lru=SessionLRU(100), redis=RedisCache(redis_url))
+    backend = open_test_store(request.param, request, tmp_path)
     yield backend
     backend.close()
 

@@ -24,6 +24,8 @@ def test_public_names_are_pinned() -> None:
             "TurnTrace", "WindowDiff", "trace_of", "window_diff",
             # conversation branches
             "Branch",
+            # the async face
+            "AsyncTurnkeeper", "open_async",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:

@@ -126,16 +126,18 @@ def test_the_async_helper_answers_and_streams_with_traces(
     assert trace.usage is not None  # the stream asked for usage, and it was kept
 
 
+@pytest.mark.parametrize("face", ["sync", "async"])
 def test_open_talks_to_the_configured_endpoint(
-    tmp_path: Path, model_server: tuple[Upstream, str], model: Upstream
+    tmp_path: Path, model_server: tuple[Upstream, str], model: Upstream, face: str
 ) -> None:
     settings = {"llm_base_url": model_server[1], "llm_model": "configured-model"}
     with turnkeeper.open(f"sqlite:///{tmp_path / 'o.db'}", **settings) as tk:
         with ChatTurns.open(tk) as chat:
             result = chat.turn("configured", "Hi", create=True)
+        on = tk if face == "sync" else turnkeeper.AsyncTurnkeeper(tk)
 
         async def talk() -> str:
-            async with AsyncChatTurns.open(tk) as chat:
+            async with AsyncChatTurns.open(on) as chat:
                 return (await chat.turn("configured", "Again")).content
 
         assert run_async(talk()) == "reply 2 to: Again"

@@ -8,6 +8,8 @@
         window = tk.context(session, strategy="sliding_window", max_tokens=8000)
         messages = turnkeeper.to_openai(window)
 
+`turnkeeper.open_async(url)` opens the same operations for asyncio (`AsyncTurnkeeper`).
+
 Everything public is listed in `__all__`, except `open`: it is called as `turnkeeper.open(...)`,
 and leaving it out of `__all__` keeps `from turnkeeper import *` from shadowing the builtin.
 """
@@ -42,6 +44,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.prometheus import install_default
 from turnkeeper.service import Turnkeeper
+from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.traces import TraceEntry, TurnTrace, WindowDiff, trace_of, window_diff
 from turnkeeper.turns import AsyncChatTurns, Attempt, ChatTurns, TurnOptions, TurnResult
@@ -73,6 +76,7 @@ __version__ = "0.1.0"  # the one place: pyproject.toml reads it (dynamic version
 __all__ = [
     "AgentState",
     "AsyncChatTurns",
+    "AsyncTurnkeeper",
     "Attempt",
     "BackendUnavailable",
     "Branch",
@@ -123,6 +127,7 @@ __all__ = [
     "WindowDiff",
     "__version__",
     "load_settings",
+    "open_async",
     "to_anthropic",
     "to_openai",
     "trace_of",
@@ -138,3 +143,12 @@ def open(
     `open(url, session_expiration=None, strategy="truncate")`. The backend, its caches and the
     service are put together by `turnkeeper.assemble`."""
     return open_service(url, settings=settings, **overrides)
+
+
+def open_async(
+    url: str | None = None, *, settings: Settings | None = None, **overrides: Any
+) -> AsyncTurnkeeper:
+    """`open`, for asyncio: the same operations, awaited (`async with open_async(url) as tk`).
+    They run the same code as `open`'s, on worker threads of the returned object (one per
+    pooled PostgreSQL connection; one dedicated thread for SQLite)."""
+    return AsyncTurnkeeper(open(url, settings=settings, **overrides))

@@ -41,6 +41,7 @@ from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import IdempotencyKeyReused, InvalidInput, SessionNotFound, UpstreamError
 from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
 from turnkeeper.service import SessionRef, Turnkeeper, utcnow
+from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.traces import TurnTrace, encode
 from turnkeeper.types import (
@@ -452,8 +453,12 @@ class AsyncChatTurns:
         self.sync = turns
 
     @classmethod
-    def open(cls, tk: Turnkeeper) -> AsyncChatTurns:
-        return cls(ChatTurns.open(tk))
+    def open(cls, tk: Turnkeeper | AsyncTurnkeeper) -> AsyncChatTurns:
+        """Chat turns against the upstream `tk.settings` configures, over a `Turnkeeper` or
+        the `Turnkeeper` an `AsyncTurnkeeper` runs. A turn waits seconds on the model, so it
+        runs on asyncio's default threads, never on the `AsyncTurnkeeper`'s own workers (one
+        slow model would hold SQLite's only writer thread)."""
+        return cls(ChatTurns.open(tk.sync if isinstance(tk, AsyncTurnkeeper) else tk))
 
     async def __aenter__(self) -> AsyncChatTurns:
         return self

@@ -22,6 +22,7 @@ from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
 from turnkeeper.adapters import MissingExtra, TurnkeeperSession
 from turnkeeper.service import Turnkeeper
+from turnkeeper.service.aio import AsyncTurnkeeper, Workers
 from turnkeeper.types import Role
 
 ITEMS: list[Any] = [
@@ -117,15 +118,24 @@ async def _script(session: Session) -> list[Any]:
     return [json.dumps(result) for result in results]
 
 
+@pytest.mark.parametrize("face", ["sync", "async"])
 def test_it_answers_every_call_as_the_sdks_sqlite_session_does(
-    tk: Turnkeeper, tmp_path: Path
+    tk: Turnkeeper, tmp_path: Path, face: str
 ) -> None:
+    """Over a `Turnkeeper` (a hop to asyncio's threads per call) or an `AsyncTurnkeeper` (a
+    hop to its own workers per call): the same answers."""
     reference = SQLiteSession("agent-1", tmp_path / "sdk.db")
     try:
         expected = run(_script(reference))
     finally:
         reference.close()
-    assert run(_script(TurnkeeperSession("agent-1", tk))) == expected
+    workers = Workers(2)
+    on: Turnkeeper | AsyncTurnkeeper = tk if face == "sync" else AsyncTurnkeeper(tk, workers)
+    try:
+        assert run(_script(TurnkeeperSession("agent-1", on))) == expected
+    finally:
+        workers.shutdown()
+    assert len(tk.history("agent-1")) == 2  # stored through the one core either way
 
 
 def test_session_settings_limit_applies_when_no_limit_is_given(

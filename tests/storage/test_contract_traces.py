@@ -42,6 +42,7 @@ def test_a_reply_is_stored_with_its_trace_and_the_first_trace_stands(
     assert store.read_traces(session, upto_seq=1, limit=2) == []
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "postgres+redis"], indirect=True)
 def test_a_reply_whose_trace_cannot_be_stored_is_not_stored_either(
     store: Store, clock: Clock, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
+from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
 
 try:
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from turnkeeper.service import Turnkeeper
 
 __all__ = ["ITEM_KEY", "TurnkeeperSession", "item_to_message", "message_to_items"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 ITEM_KEY = "openai_agents_item"
 """Metadata key holding the SDK item's JSON text."""
@@ -58,6 +62,11 @@ class TurnkeeperSession:
     the agent only what that turnkeeper context strategy keeps — the SDK would otherwise send
     the whole history every turn — with a summary or truncation marker as a system item where
     the strategy puts one. The store keeps everything; `limit` then applies to what is kept.
+
+    `tk` is a `Turnkeeper` or an `AsyncTurnkeeper`. Each SDK call is one hop to a thread that
+    does all its store work (a turn is one read and one write transaction): asyncio's default
+    threads for a `Turnkeeper`, the `AsyncTurnkeeper`'s own workers for that (one per pooled
+    PostgreSQL connection; SQLite's dedicated writer thread).
     """
 
     session_settings: SessionSettings | None
@@ -65,7 +74,7 @@ class TurnkeeperSession:
     def __init__(
         self,
         session_id: str,
-        tk: Turnkeeper,
+        tk: Turnkeeper | AsyncTurnkeeper,
         *,
         project: str | None = None,
         session_settings: SessionSettings | None = None,
@@ -75,7 +84,8 @@ class TurnkeeperSession:
         **session_options: Any,
     ) -> None:
         self.session_id = session_id
-        self.tk = tk
+        self._async = tk if isinstance(tk, AsyncTurnkeeper) else None
+        self.tk = tk.sync if isinstance(tk, AsyncTurnkeeper) else tk
         self.project = project
         self.session_settings = session_settings
         self.strategy = strategy
@@ -89,22 +99,28 @@ class TurnkeeperSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The latest `limit` items (all with None and no default limit), oldest first."""
         wanted = resolve_session_limit(limit, self.session_settings)
-        return await asyncio.to_thread(self._get_items, wanted)
+        return await self._hop(self._get_items, wanted)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order and atomically, creating the session if needed."""
         if items:
-            await asyncio.to_thread(self._add_items, items)
+            await self._hop(self._add_items, items)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it (None when there is none)."""
-        return await asyncio.to_thread(self._pop_item)
+        return await self._hop(self._pop_item)
 
     async def clear_session(self) -> None:
         """Forget every item (the turnkeeper session stays, empty)."""
-        await asyncio.to_thread(self._clear)
+        await self._hop(self._clear)
 
-    # -- the work, on a worker thread (turnkeeper's API is synchronous) -----------------------
+    async def _hop(self, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`work` on a thread: the `AsyncTurnkeeper`'s workers, else asyncio's default ones."""
+        if self._async is not None:
+            return await self._async.run_sync(work, *args, **kwargs)
+        return await asyncio.to_thread(work, *args, **kwargs)
+
+    # -- the work, on a worker thread: each SDK call is one hop ------------------------------
 
     def _live(self) -> Session | None:
         """The live session of the key. Once found, it is remembered while it is active and

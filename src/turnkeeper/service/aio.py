@@ -1,0 +1,320 @@
+"""`AsyncTurnkeeper`: the `Turnkeeper` facade for asyncio, over the same core.
+
+Every operation exists once, in the synchronous capability modules beside this one. The async
+face holds a `Turnkeeper` and awaits its operations on worker threads of its own, so the
+strategies, the validation, the expiry rules and the SQL are the very ones `turnkeeper.open()`
+runs: an async caller gets the same names, signatures, results and errors, by construction.
+
+Each operation is declared here by one line naming the sync method (`Offload`); its signature,
+docstring and types come from that method (mypy sees `Callable[P, Awaitable[R]]` with the sync
+method's parameters). Pure computations that touch no store (`now`, `budget_for`, `draft`) stay
+plain calls, as on `Turnkeeper`.
+
+Why worker threads rather than native async drivers: the store layer (SQLite's `sqlite3`, the
+PostgreSQL `SQLStore` writes over a psycopg pool, the Redis cache) is written once, blocking.
+An async driver under it would need every write expressed a second time (or as plans that two
+executors run); until then a bounded pool keeps the event loop free without a second copy.
+
+How many workers: PostgreSQL gets one per pooled connection (`postgres_pool_size`), so an
+operation never waits on a thread *and* a connection. SQLite (and `memory://`) gets exactly one,
+a dedicated thread: SQLite admits one writer at a time, and writers from several threads would
+wait on the file lock in SQLite's sleep-and-retry busy handler; one thread serves them in
+arrival order without polling, and reads (sub-millisecond on an embedded file) queue behind
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import itertools
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from turnkeeper.apikeys import ApiKeys
+from turnkeeper.config import Settings
+from turnkeeper.service.agents import Agents
+from turnkeeper.service.core import MAX_PAGE
+from turnkeeper.service.facade import Turnkeeper
+from turnkeeper.service.transfer import Transfer
+from turnkeeper.storage.base import ApiKeyStore, Store
+from turnkeeper.tokens import TokenCounter
+from turnkeeper.types import MessageDraft, NewMessage, StrategyName
+
+__all__ = ["AsyncAgents", "AsyncApiKeys", "AsyncTransfer", "AsyncTurnkeeper", "Workers"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+
+
+class Workers:
+    """The bounded thread pool an `AsyncTurnkeeper` runs its operations on.
+
+    The caller's context variables (request ids in the logs) travel with each call, as with
+    `asyncio.to_thread`. A cancelled await does not stop an operation already running: like a
+    sync call interrupted after the fact, its write either committed or did not.
+    """
+
+    def __init__(self, threads: int) -> None:
+        if threads < 1:
+            raise ValueError("an AsyncTurnkeeper needs at least one worker thread")
+        self.threads = threads
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="turnkeeper-async")
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> Workers:
+        """One worker per pooled PostgreSQL connection; one dedicated thread for SQLite and
+        `memory://` (see the module's docstring)."""
+        url = settings.database_url
+        scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
+        postgres = scheme in ("postgresql", "postgres")
+        return cls(settings.postgres_pool_size if postgres else 1)
+
+    async def run(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`operation(*args, **kwargs)` on a worker, awaited."""
+        call = functools.partial(operation, *args, **kwargs)
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, context.run, call)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+class Face(Generic[S]):
+    """An async face over a sync object (`sync`) whose operations run on `workers`."""
+
+    def __init__(self, sync: S, workers: Workers) -> None:
+        self.sync = sync
+        """The synchronous object whose operations this face awaits."""
+        self._workers = workers
+
+
+class Offload(Generic[P, R]):
+    """A sync operation of the face's `sync` object, as a coroutine method of the face.
+
+    The bound attribute is a real `async def` (so `inspect.iscoroutinefunction` holds) with the
+    sync method's name, docstring and signature.
+    """
+
+    def __init__(self, operation: Callable[Concatenate[Any, P], R]) -> None:
+        self.operation = operation
+        self.name = operation.__name__
+        self.__doc__ = operation.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name != self.name:
+            raise TypeError(f"{owner.__name__}.{name} must await the sync method of that name")
+
+    @overload
+    def __get__(self, face: None, owner: type) -> Offload[P, R]: ...
+
+    @overload
+    def __get__(self, face: Face[Any], owner: type) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(self, face: Face[Any] | None, owner: type) -> Any:
+        if face is None:
+            return self
+        operation: Callable[P, R] = getattr(face.sync, self.name)
+        run = face._workers.run
+
+        async def offloaded(*args: P.args, **kwargs: P.kwargs) -> R:
+            return await run(operation, *args, **kwargs)
+
+        return _like(offloaded, operation)
+
+
+class OffloadIterator(Generic[P, S]):
+    """A sync operation that returns an iterator, as an async iterator of the face: the sync
+    iterator is advanced on the workers a page (`MAX_PAGE` items) at a time."""
+
+    def __init__(self, operation: Callable[Concatenate[Any, P], Iterator[S]]) -> None:
+        self.operation = operation
+        self.name = operation.__name__
+        self.__doc__ = operation.__doc__
+
+    @overload
+    def __get__(self, face: None, owner: type) -> OffloadIterator[P, S]: ...
+
+    @overload
+    def __get__(self, face: Face[Any], owner: type) -> Callable[P, AsyncIterator[S]]: ...
+
+    def __get__(self, face: Face[Any] | None, owner: type) -> Any:
+        if face is None:
+            return self
+        operation: Callable[P, Iterator[S]] = getattr(face.sync, self.name)
+        run = face._workers.run
+
+        async def offloaded(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[S]:
+            items = await run(operation, *args, **kwargs)
+            while page := await run(_next_page, items):
+                for item in page:
+                    yield item
+
+        return _like(offloaded, operation)
+
+
+def _next_page(items: Iterator[S]) -> list[S]:
+    return list(itertools.islice(items, MAX_PAGE))
+
+
+def _like(offloaded: Any, operation: Callable[..., Any]) -> Any:
+    """`offloaded` named and documented as `operation`, with its signature (minus `self`)."""
+    offloaded.__name__ = offloaded.__qualname__ = operation.__name__
+    offloaded.__doc__ = operation.__doc__
+    offloaded.__signature__ = inspect.signature(operation)
+    return offloaded
+
+
+class AsyncAgents(Face[Agents]):
+    """`tk.agents` of an `AsyncTurnkeeper`: `Agents`, awaited."""
+
+    position = Offload(Agents.position)
+    execution_ms = Offload(Agents.execution_ms)
+    set_phase = Offload(Agents.set_phase)
+    handoff = Offload(Agents.handoff)
+    state = Offload(Agents.state)
+    states = Offload(Agents.states)
+    update_state = Offload(Agents.update_state)
+    responded = Offload(Agents.responded)
+
+
+class AsyncTransfer(Face[Transfer]):
+    """`tk.transfer` of an `AsyncTurnkeeper`: `Transfer`, awaited. A `progress` callback is
+    called on the worker thread."""
+
+    export_sessions = Offload(Transfer.export_sessions)
+    import_sessions = Offload(Transfer.import_sessions)
+    expire = Offload(Transfer.expire)
+
+
+class AsyncApiKeys(Face[ApiKeys]):
+    """`tk.keys` of an `AsyncTurnkeeper`: `ApiKeys`, awaited."""
+
+    @property
+    def store(self) -> ApiKeyStore:
+        return self.sync.store
+
+    create = Offload(ApiKeys.create)
+    verify = Offload(ApiKeys.verify)
+    list_keys = Offload(ApiKeys.list_keys)
+    revoke = Offload(ApiKeys.revoke)
+
+
+class AsyncTurnkeeper(Face[Turnkeeper]):
+    """Conversation memory for asyncio. Open one with `turnkeeper.open_async()`:
+
+    ```python
+    async with turnkeeper.open_async("sqlite:///chat.db") as tk:
+        session, _ = await tk.get_or_create_session("support-42")
+        await tk.append(session, "user", "Hello!")
+        window = await tk.context(session, max_tokens=8000)
+    ```
+
+    Every operation of `Turnkeeper` is here under the same name and signature, awaited; `sync`
+    is the `Turnkeeper` it runs (for code that has a thread of its own).
+    """
+
+    def __init__(self, sync: Turnkeeper, workers: Workers | None = None) -> None:
+        super().__init__(sync, workers or Workers.for_settings(sync.settings))
+        self.agents = AsyncAgents(sync.agents, self._workers)
+        """Multi-agent conversations: agent states, phases, hand-offs, responding."""
+        self.transfer = AsyncTransfer(sync.transfer, self._workers)
+        """JSONL export and import, and the expiry sweep."""
+
+    @functools.cached_property
+    def keys(self) -> AsyncApiKeys:
+        """API keys of the HTTP API, stamped with this service's clock."""
+        return AsyncApiKeys(self.sync.keys, self._workers)
+
+    # -- what needs no store: plain attributes and calls, as on `Turnkeeper` -----------------
+
+    @property
+    def store(self) -> Store:
+        return self.sync.store
+
+    @property
+    def settings(self) -> Settings:
+        return self.sync.settings
+
+    @property
+    def encoding(self) -> str:
+        """Encoding the stored token counts were made with (fixed when the database was made)."""
+        return self.sync.encoding
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The tokenizer stored counts are made with."""
+        return self.sync.counter
+
+    def now(self) -> datetime:
+        """The current time as this service sees it (its clock decides expiry)."""
+        return self.sync.now()
+
+    def budget_for(
+        self,
+        strategy: StrategyName,
+        *,
+        max_tokens: int | None,
+        reserved_tokens: int | None,
+        model: str,
+    ) -> int:
+        """`Turnkeeper.budget_for`: the token budget of a build."""
+        return self.sync.budget_for(
+            strategy, max_tokens=max_tokens, reserved_tokens=reserved_tokens, model=model
+        )
+
+    def draft(self, message: NewMessage) -> MessageDraft:
+        """`Turnkeeper.draft`: validate a message and count its tokens."""
+        return self.sync.draft(message)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    get_session = Offload(Turnkeeper.get_session)
+    create_session = Offload(Turnkeeper.create_session)
+    get_or_create_session = Offload(Turnkeeper.get_or_create_session)
+    list_sessions = Offload(Turnkeeper.list_sessions)
+    iter_session_ids = OffloadIterator(Turnkeeper.iter_session_ids)
+    update_session = Offload(Turnkeeper.update_session)
+    reset_session = Offload(Turnkeeper.reset_session)
+    archive_session = Offload(Turnkeeper.archive_session)
+    delete_session = Offload(Turnkeeper.delete_session)
+    session_stats = Offload(Turnkeeper.session_stats)
+    project_stats = Offload(Turnkeeper.project_stats)
+
+    # -- the message log, context windows, the digest -----------------------------------------
+
+    append = Offload(Turnkeeper.append)
+    append_many = Offload(Turnkeeper.append_many)
+    append_traced = Offload(Turnkeeper.append_traced)
+    history = Offload(Turnkeeper.history)
+    pop_last_message = Offload(Turnkeeper.pop_last_message)
+    context = Offload(Turnkeeper.context)
+    summaries = Offload(Turnkeeper.summaries)
+    conversation_context = Offload(Turnkeeper.conversation_context)
+
+    async def run_sync(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`operation(*args, **kwargs)` on this face's workers: for code that calls several
+        `sync` operations in a row, in one hop (as the OpenAI Agents adapter does per call)."""
+        return await self._workers.run(operation, *args, **kwargs)
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncTurnkeeper:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Release the store (on a worker: SQLite's connections belong to their threads),
+        then the workers."""
+        try:
+            await self._workers.run(self.sync.close)
+        finally:
+            self._workers.shutdown()

@@ -286,6 +286,10 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
     delete_session = Offload(Turnkeeper.delete_session)
     session_stats = Offload(Turnkeeper.session_stats)
     project_stats = Offload(Turnkeeper.project_stats)
+    search = Offload(Turnkeeper.search)
+    fork = Offload(Turnkeeper.fork)
+    branches = Offload(Turnkeeper.branches)
+    fork_origin = Offload(Turnkeeper.fork_origin)
 
     # -- the message log, context windows, the digest -----------------------------------------
 

@@ -35,6 +35,7 @@ from turnkeeper.storage import (
     TransferStore,
     require,
 )
+from turnkeeper.storage.postgres import PostgresStore
 from turnkeeper.storage.sqlite import SQLiteStore
 from turnkeeper.testing import FullStoreContract, LockingContract, StoreContract
 
@@ -130,9 +131,8 @@ class TestACoreOnlyStoreKeepsTheCoreContract(StoreContract):
 
 
 def test_the_bundled_stores_have_every_capability() -> None:
-    for cls in (InMemoryStore, SQLiteStore):
-        missing = [c.__name__ for c in CAPABILITIES if not issubclass(cls, c)]
-        assert missing == ([] if cls is InMemoryStore else ["LockingStore"])
+    for cls in (InMemoryStore, SQLiteStore, PostgresStore):
+        assert [c.__name__ for c in CAPABILITIES if not issubclass(cls, c)] == [], cls
     assert isinstance(InMemoryStore(), FullStore)
 
 

@@ -15,7 +15,7 @@ from tests.mcp_server.clients import document, error_of, over_stdio
 
 TOOLS = {
     "list_sessions", "get_or_create_session", "append_message", "get_context", "get_history",
-    "get_session_stats", "summarize_session",
+    "get_session_stats", "summarize_session", "search_messages",
 }  # fmt: skip
 
 
@@ -157,6 +157,27 @@ def test_with_a_project_the_server_sees_only_that_projects_sessions(db: str) -> 
     assert by_id == f"session {theirs.id!r} not found in project 'alpha'"
     assert by_key == "session 'secret' not found in project 'alpha'"
     assert other == "this API key belongs to project 'alpha'"
+
+
+def test_search_finds_what_was_said_in_the_callers_project_only(db: str) -> None:
+    with turnkeeper.open(db) as tk:
+        ours = tk.create_session(key="trip", project="alpha")
+        tk.append(ours, "user", "Which tram goes up to the castle in Lisbon?")
+        tk.append(ours, "assistant", "Tram 28 passes close to it.")
+        theirs = tk.create_session(key="other", project="beta")
+        tk.append(theirs, "user", "Lisbon is beta's secret")
+
+    async def searched() -> tuple[dict[str, Any], dict[str, Any], str]:
+        async with over_stdio("--db", db, "--project", "alpha") as mcp:
+            found = document(await mcp.call_tool("search_messages", {"query": "lisbon"}))
+            none = document(await mcp.call_tool("search_messages", {"query": "secret"}))
+            bad = error_of(await mcp.call_tool("search_messages", {"query": "x", "limit": 0}))
+            return found, none, bad
+
+    found, none, bad = run_async(searched())
+    assert [(hit["session_id"], hit["seq"]) for hit in found["hits"]] == [(ours.id, 1)]
+    assert none["hits"] == []
+    assert bad.startswith("limit: ")
 
 
 def test_a_bad_project_is_one_error_line_before_serving(db: str) -> None:

@@ -39,7 +39,8 @@ INSTRUCTIONS = """turnkeeper is durable conversation memory. Store every turn of
 with append_message (a session is named by its id or by a key you choose, e.g. a ticket or task
 name; get_or_create_session starts one), and before answering call get_context: it returns the
 messages to send to the model under a token budget, with a report of what was left out or
-summarized. list_sessions finds earlier conversations; get_history reads the stored messages;
+summarized. list_sessions finds earlier conversations and search_messages what was said in
+them; get_history reads the stored messages;
 summarize_session condenses the older part; get_session_stats counts messages and tokens."""
 
 STRATEGIES = ", ".join(name.value for name in StrategyName)
@@ -282,6 +283,40 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
             return {"session_id": tk.get_session(ref, project=scope).id, "messages": messages}
 
         return answer(ctx, work)
+
+    @server.tool(annotations=reading)
+    def search_messages(
+        ctx: Context,
+        query: Annotated[
+            str,
+            Field(description='What to find: words (all must appear), "a phrase", a OR b, '
+                  "-excluded, prefix*.", min_length=1),
+        ],
+        project: ProjectArg = None,
+        session: Annotated[
+            str | None, Field(description="Only this session (its id, or its key).")
+        ] = None,
+        role: Annotated[
+            str | None, Field(description="Only messages of this role: system, user, assistant "
+                              "or tool.")
+        ] = None,
+        author: Annotated[str | None, Field(description="Only messages by this author.")] = None,
+        limit: Annotated[int, Field(description="At most this many hits, 1 to 100.")] = 20,
+        offset: Annotated[int, Field(description="Skip this many hits (the next page).")] = 0,
+    ) -> CallToolResult:  # fmt: skip
+        """Search the content of stored messages across sessions, best matches first: each
+        hit names its session (id and key), seq, role and author, with a snippet in which the
+        matching words are marked. Use it to find what was said in earlier conversations."""
+
+        def work(scope: str | None) -> Any:
+            ref = session_in(session, scope) if session else None
+            hits = tk.search(
+                query, project=scope, session=ref, role=role, author=author,
+                limit=limit, offset=offset,
+            )  # fmt: skip
+            return {"hits": hits}
+
+        return answer(ctx, work, project)
 
     @server.tool(annotations=reading)
     def get_session_stats(ctx: Context, session: SessionArg) -> CallToolResult:

@@ -23,6 +23,7 @@ from tests.conftest import postgres_schema
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.storage.migrations import LATEST_VERSION, MIGRATIONS
 from turnkeeper.storage.postgres import PostgresStore
+from turnkeeper.storage.search import SearchFilter, SearchStore, parse_query
 from turnkeeper.storage.sql_store import SQLStore
 from turnkeeper.storage.sqlite import SQLiteStore
 from turnkeeper.types import MessageDraft, NewSession, Role
@@ -38,6 +39,14 @@ SHIPPED = [
     (4, "agent states and summary checkpoints", "c74bfd07791dad23", "002665a8cdbd6a80"),
     (5, "message ids scoped to their session", "87b2a857a91ba3b7", "8e64dc0bf4351166"),
     (6, "turn traces", "c33b6bf968201e2a", "c33b6bf968201e2a"),
+    (7, "full-text search of message content", "9982d687dc2f5014", "e4c6fd0b83c0b75e"),
+    (8, "session branches", "a13bb33189053b92", "cbcf0a5940d6d3a6"),
+    (
+        9,
+        "leaner append: key index without updated_at, no unused message index",
+        "bc72118c55ad3664",
+        "69d8bcb178eb00ec",
+    ),
 ]
 """(version, name, checksum of the SQLite DDL, of the PostgreSQL DDL) of every shipped step.
 Add a row for a new step once it ships; never change one."""
@@ -80,6 +89,11 @@ def _assert_old_data_survived(store: SQLStore, version: int) -> None:
     assert [s.text for s in summaries] == (["old summary"] if version >= 4 else [])
     traces = store.read_traces("s-1", upto_seq=10, limit=5)
     assert traces == ([(2, '{"trace": "old"}')] if version >= 6 else [])
+    # the full-text index holds the old messages: built by the upgrade below step 7, loaded
+    # from the dump (SQLite's FTS5 shadow tables, PostgreSQL's generated column) from it on
+    assert isinstance(store, SearchStore)
+    hits = store.search_messages(parse_query("old"), SearchFilter(project="default"), limit=5)
+    assert sorted((h.message_id, h.seq) for h in hits) == [("m-1", 1), ("m-2", 2)]
     # and the upgraded database takes new writes: a new id in the old session, the old id
     # in another session (ids are scoped per session since step 5)
     new = MessageDraft(id="m-3", role=Role.ASSISTANT, content="new", tokens=2, created_at=NOW)

@@ -79,10 +79,16 @@ def interleaved_appends(root: Path, count: int, round_size: int = 50) -> dict[st
         " content TEXT, created_at TEXT, tokens INTEGER, PRIMARY KEY (session_id, seq))"
     )
     settings = load_settings(database_url=f"sqlite:///{root / 'unused.db'}")
+    # Both sides at the same durability: every commit waits for the disk (synchronous=FULL).
     plain = Turnkeeper(
-        SQLiteStore(f"sqlite:///{root / 'plain.db'}", target_version=BEFORE_SEARCH), settings
+        SQLiteStore(
+            f"sqlite:///{root / 'plain.db'}", synchronous="FULL", target_version=BEFORE_SEARCH
+        ),
+        settings,
     )
-    indexed = Turnkeeper(SQLiteStore(f"sqlite:///{root / 'indexed.db'}"), settings)
+    indexed = Turnkeeper(
+        SQLiteStore(f"sqlite:///{root / 'indexed.db'}", synchronous="FULL"), settings
+    )
     times: dict[str, list[float]] = {"raw": [], "plain": [], "indexed": []}
     sessions = {
         "plain": plain.create_session(key="bench"),

@@ -51,7 +51,7 @@ def test_an_exported_branch_imports_elsewhere_with_its_whole_history(
     branch = tk.fork(source, 2, key="trip-b")
     tk.append(branch, "assistant", "Try Bairro Alto.")
     out = io.StringIO()
-    assert tk.export_sessions([branch], out) == (1, 3)
+    assert tk.transfer.export_sessions([branch], out) == (1, 3)
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["content"] for r in records if r["type"] == "message"] == [
         "You are a travel agent.",
@@ -61,7 +61,7 @@ def test_an_exported_branch_imports_elsewhere_with_its_whole_history(
     path = tmp_path / "branch.jsonl"
     path.write_text(out.getvalue(), encoding="utf-8")
     elsewhere = turnkeeper.open("memory://")
-    elsewhere.import_sessions(path)
+    elsewhere.transfer.import_sessions(path)
     assert [m.content for m in elsewhere.history("trip-b")][-1] == "Try Bairro Alto."
 
 
@@ -71,7 +71,7 @@ def test_expiry_deletes_an_expired_branch_and_spares_its_source(
     source = _conversation(tk, ttl=None)
     branch = tk.fork(source, 2, ttl=timedelta(hours=1))
     clock.advance(timedelta(hours=2))
-    report = tk.expire(delete=True, grace=timedelta(0))
+    report = tk.transfer.expire(delete=True, grace=timedelta(0))
     assert report.deleted == (branch.id,)
     assert tk.branches(source) == []
     assert tk.get_session(source).message_count == 4
@@ -81,7 +81,7 @@ def test_a_branch_outlives_its_expired_and_deleted_source(tk: Turnkeeper, clock:
     source = _conversation(tk, ttl=timedelta(hours=1))
     branch = tk.fork(source, 4, ttl=None)
     clock.advance(timedelta(hours=2))
-    assert tk.expire(delete=True, grace=timedelta(0)).deleted == (source,)
+    assert tk.transfer.expire(delete=True, grace=timedelta(0)).deleted == (source,)
     assert [m.seq for m in tk.history(branch)] == [1, 2, 3, 4]
     origin = tk.fork_origin(branch)
     assert origin is not None and (origin.parent_id, origin.forked_at_seq) == (source, 4)

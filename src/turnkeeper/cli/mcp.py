@@ -9,8 +9,9 @@ from turnkeeper.cli.app import DbOption, ProjectOption, app, open_ctx
 def mcp(project: ProjectOption = None, db: DbOption = None) -> None:
     """Serve turnkeeper over the Model Context Protocol on stdin/stdout, for an MCP host that
     starts it (register `turnkeeper mcp --db URL` in the host's config). Its tools list
-    sessions, append messages, build context windows, summarize and count; each session's
-    transcript is a resource. It acts as the local admin of the database, or in --project only.
+    sessions, append and search messages, build context windows, summarize and count; each
+    session's transcript is a resource. It acts as the local admin of the database, or in
+    --project only.
     Over HTTP, `turnkeeper serve` offers the same tools at /mcp, behind its API keys."""
     from turnkeeper.mcp.stdio import (  # first: without the mcp extra, this names it
         local_caller,

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "logs",
             "metrics",
             "config",
+            "bridge",
         ),
     ),
     ("storage", ("storage",)),

@@ -1,26 +1,27 @@
 """`AsyncTurnkeeper`: the `Turnkeeper` facade for asyncio, over the same core.
 
 Every operation exists once, in the synchronous capability modules beside this one. The async
-face holds a `Turnkeeper` and awaits its operations on worker threads of its own, so the
-strategies, the validation, the expiry rules and the SQL are the very ones `turnkeeper.open()`
-runs: an async caller gets the same names, signatures, results and errors, by construction.
+face holds a `Turnkeeper` and awaits its operations through a runner, so the strategies, the
+validation, the expiry rules and the SQL are the very ones `turnkeeper.open()` runs: an async
+caller gets the same names, signatures, results and errors, by construction.
 
 Each operation is declared here by one line naming the sync method (`Offload`); its signature,
 docstring and types come from that method (mypy sees `Callable[P, Awaitable[R]]` with the sync
 method's parameters). Pure computations that touch no store (`now`, `budget_for`, `draft`) stay
 plain calls, as on `Turnkeeper`.
 
-Why worker threads rather than native async drivers: the store layer (SQLite's `sqlite3`, the
-PostgreSQL `SQLStore` writes over a psycopg pool, the Redis cache) is written once, blocking.
-An async driver under it would need every write expressed a second time (or as plans that two
-executors run); until then a bounded pool keeps the event loop free without a second copy.
+Two runners, chosen by the store (`runner_for`):
 
-How many workers: PostgreSQL gets one per pooled connection (`postgres_pool_size`), so an
-operation never waits on a thread *and* a connection. SQLite (and `memory://`) gets exactly one,
-a dedicated thread: SQLite admits one writer at a time, and writers from several threads would
-wait on the file lock in SQLite's sleep-and-retry busy handler; one thread serves them in
-arrival order without polling, and reads (sub-millisecond on an embedded file) queue behind
-them.
+- `Bridge` (PostgreSQL, with or without the Redis cache): native async drivers, no thread. Each
+  operation runs on the caller's event loop in `turnkeeper.bridge.run_bridged`; the store
+  awaits psycopg's `AsyncConnectionPool` and the cache `redis.asyncio` at every statement and
+  command, through the same sync code (see `turnkeeper.bridge`). A cancelled await cancels the
+  operation at its pending statement: its transaction rolls back and its connection returns.
+- `Workers` (SQLite and `memory://`): one dedicated thread. `sqlite3` is blocking and an
+  embedded file has no server to await; aiosqlite would be a thread per connection itself.
+  SQLite admits one writer at a time, and writers from several threads would wait on the file
+  lock in SQLite's sleep-and-retry busy handler; one thread serves them in arrival order without
+  polling, and reads (sub-millisecond on an embedded file) queue behind them.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from turnkeeper.apikeys import ApiKeys
+from turnkeeper.bridge import run_bridged, runs_natively
 from turnkeeper.config import Settings
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.core import MAX_PAGE
@@ -45,11 +47,51 @@ from turnkeeper.storage.base import ApiKeyStore, Store
 from turnkeeper.tokens import TokenCounter
 from turnkeeper.types import MessageDraft, NewMessage, StrategyName
 
-__all__ = ["AsyncAgents", "AsyncApiKeys", "AsyncTransfer", "AsyncTurnkeeper", "Workers"]
+__all__ = [
+    "AsyncAgents",
+    "AsyncApiKeys",
+    "AsyncTransfer",
+    "AsyncTurnkeeper",
+    "Bridge",
+    "Runner",
+    "Workers",
+    "runner_for",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
+
+
+class Runner(Protocol):
+    """How an `AsyncTurnkeeper` awaits a sync operation: `Bridge` or `Workers`."""
+
+    async def run(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def shutdown(self) -> None: ...
+
+
+class Bridge:
+    """Runs operations natively on the caller's event loop (`turnkeeper.bridge`): for stores
+    whose every I/O awaits there (`runs_natively`). No thread; nothing to shut down.
+
+    The caller's context variables travel with each call. A cancelled await stops the operation
+    at its pending statement: an uncommitted write rolls back, the connection goes back."""
+
+    async def run(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`operation(*args, **kwargs)` in the bridge, awaited."""
+        return await run_bridged(operation, *args, **kwargs)
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+def runner_for(sync: Turnkeeper) -> Runner:
+    """`Bridge` when `sync`'s store awaits natively (PostgreSQL, cached or not), else `Workers`
+    sized for its backend."""
+    if runs_natively(sync.store):
+        return Bridge()
+    return Workers.for_settings(sync.settings)
 
 
 class Workers:
@@ -89,7 +131,7 @@ class Workers:
 class Face(Generic[S]):
     """An async face over a sync object (`sync`) whose operations run on `workers`."""
 
-    def __init__(self, sync: S, workers: Workers) -> None:
+    def __init__(self, sync: S, workers: Runner) -> None:
         self.sync = sync
         """The synchronous object whose operations this face awaits."""
         self._workers = workers
@@ -131,7 +173,7 @@ class Offload(Generic[P, R]):
 
 class OffloadIterator(Generic[P, S]):
     """A sync operation that returns an iterator, as an async iterator of the face: the sync
-    iterator is advanced on the workers a page (`MAX_PAGE` items) at a time."""
+    iterator is advanced by the runner a page (`MAX_PAGE` items) at a time."""
 
     def __init__(self, operation: Callable[Concatenate[Any, P], Iterator[S]]) -> None:
         self.operation = operation
@@ -186,7 +228,7 @@ class AsyncAgents(Face[Agents]):
 
 class AsyncTransfer(Face[Transfer]):
     """`tk.transfer` of an `AsyncTurnkeeper`: `Transfer`, awaited. A `progress` callback is
-    called on the worker thread."""
+    called where the operation runs (the worker thread, or the loop on PostgreSQL)."""
 
     export_sessions = Offload(Transfer.export_sessions)
     import_sessions = Offload(Transfer.import_sessions)
@@ -217,11 +259,12 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
     ```
 
     Every operation of `Turnkeeper` is here under the same name and signature, awaited; `sync`
-    is the `Turnkeeper` it runs (for code that has a thread of its own).
+    is the `Turnkeeper` it runs (for code that has a thread of its own). `workers` defaults to
+    `runner_for(sync)`: native drivers on PostgreSQL, a dedicated thread on SQLite.
     """
 
-    def __init__(self, sync: Turnkeeper, workers: Workers | None = None) -> None:
-        super().__init__(sync, workers or Workers.for_settings(sync.settings))
+    def __init__(self, sync: Turnkeeper, workers: Runner | None = None) -> None:
+        super().__init__(sync, workers or runner_for(sync))
         self.agents = AsyncAgents(sync.agents, self._workers)
         """Multi-agent conversations: agent states, phases, hand-offs, responding."""
         self.transfer = AsyncTransfer(sync.transfer, self._workers)
@@ -303,7 +346,7 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
     conversation_context = Offload(Turnkeeper.conversation_context)
 
     async def run_sync(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """`operation(*args, **kwargs)` on this face's workers: for code that calls several
+        """`operation(*args, **kwargs)` on this face's runner: for code that calls several
         `sync` operations in a row, in one hop (as the OpenAI Agents adapter does per call)."""
         return await self._workers.run(operation, *args, **kwargs)
 
@@ -316,8 +359,8 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
         await self.close()
 
     async def close(self) -> None:
-        """Release the store (on a worker: SQLite's connections belong to their threads),
-        then the workers."""
+        """Release the store (where it runs: SQLite's connections belong to their thread, the
+        async pools to this loop), then the runner."""
         try:
             await self._workers.run(self.sync.close)
         finally:

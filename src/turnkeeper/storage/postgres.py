@@ -16,16 +16,27 @@ The tables live in the first schema of the connection's `search_path`, so a URL 
 
 Every write is `SQLStore`'s; this module keeps the pool, the transaction (`_transaction`, whose
 cursor takes the shared `?` placeholders), the error mapping and the migration lock.
+
+Native async (`turnkeeper.bridge`): run by `run_bridged` on an event loop, the same `SQLStore`
+code gets its connections from a `psycopg_pool.AsyncConnectionPool` (one per loop, opened on
+first use, sized and timed like the blocking pool) and awaits every statement, commit and
+rollback with `await_only`; outside the bridge the blocking pool serves it. Only the executor
+differs, so the SQL and the store's logic exist once. Migrations, `schema_version` and the
+advisory locks (the sweeper's) always use the blocking pool.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from turnkeeper.bridge import await_only, entered, in_bridge
 from turnkeeper.errors import (
     BackendUnavailable,
     Conflict,
@@ -49,13 +60,15 @@ try:
     import psycopg.sql
     from psycopg.rows import DictRow, dict_row
     from psycopg.types.json import Jsonb
-    from psycopg_pool import ConnectionPool, PoolTimeout
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise InvalidConfig(
         "database_url", "PostgreSQL needs its driver: pip install 'turnkeeper[postgres]'"
     ) from exc
 
 Cursor = psycopg.Cursor[DictRow]
+AsyncCursor = psycopg.AsyncCursor[DictRow]
+AsyncPool = AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
 
 _CONSTRAINT_MEANINGS = {
     "sessions_live_key": "the key is held by another live session of the project",
@@ -107,6 +120,38 @@ class _Placeholders:
         return self.cur
 
 
+class _Awaited:
+    """What a statement left on an async cursor, read from bridged sync code (a `Result`)."""
+
+    def __init__(self, cur: AsyncCursor) -> None:
+        self.cur = cur
+
+    @property
+    def rowcount(self) -> int:
+        return self.cur.rowcount
+
+    def fetchone(self) -> DictRow | None:
+        return await_only(self.cur.fetchone())
+
+    def fetchall(self) -> list[DictRow]:
+        return await_only(self.cur.fetchall())
+
+
+class _AwaitedPlaceholders:
+    """`_Placeholders` over an async cursor, for bridged sync code (the store's `Executor`)."""
+
+    def __init__(self, cur: AsyncCursor) -> None:
+        self.cur = cur
+
+    def execute(self, query: str, params: Sequence[Any] = (), /) -> _Awaited:
+        await_only(self.cur.execute(_pg(query), params))
+        return _Awaited(self.cur)
+
+    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> _Awaited:
+        await_only(self.cur.executemany(_pg(query), params))
+        return _Awaited(self.cur)
+
+
 def search_path(setting: str) -> list[str]:
     """The schema names of a `search_path` setting, in order: `"$user", Tenant_A, "Mixed"`
     gives `["$user", "tenant_a", "Mixed"]` (unquoted names fold to lower case, as in SQL)."""
@@ -147,6 +192,8 @@ class PostgresStore(SQLStore, PostgresSearch):
     """`Store` on PostgreSQL. See `turnkeeper.storage.base.Store` for the contract."""
 
     dialect = POSTGRES
+    native_async = True
+    """Run by `turnkeeper.bridge.run_bridged`, every statement is awaited on the loop."""
 
     def __init__(
         self,
@@ -160,6 +207,13 @@ class PostgresStore(SQLStore, PostgresSearch):
     ) -> None:
         self.url = redact(url)
         connect_seconds = max(2, round(connect_timeout))  # libpq: whole seconds, 2 at least
+        self._conninfo = url
+        self._sizes = (min_size, max_size)
+        self._timeouts = (pool_timeout, connect_seconds)
+        self._async_pools: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Task[AsyncPool]
+        ] = weakref.WeakKeyDictionary()
+        self._async_guard = threading.Lock()
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
@@ -196,6 +250,56 @@ class PostgresStore(SQLStore, PostgresSearch):
     def _configure(conn: psycopg.Connection[DictRow]) -> None:
         conn.execute("SET TIME ZONE 'UTC'")
 
+    @staticmethod
+    async def _configure_async(conn: psycopg.AsyncConnection[DictRow]) -> None:
+        await conn.execute("SET TIME ZONE 'UTC'")
+
+    async def _open_async_pool(self) -> AsyncPool:
+        """An async pool for the running loop, with the blocking pool's sizes and timeouts."""
+        pool_timeout, connect_seconds = self._timeouts
+        pool: AsyncPool = AsyncConnectionPool(
+            self._conninfo,
+            min_size=self._sizes[0],
+            max_size=self._sizes[1],
+            timeout=pool_timeout,
+            check=AsyncConnectionPool.check_connection,
+            reconnect_timeout=connect_seconds,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": connect_seconds,
+            },
+            configure=self._configure_async,
+            open=False,
+            name=f"turnkeeper-async:{self.url}",
+        )
+        try:
+            await pool.open(wait=True, timeout=connect_seconds)
+        except BaseException:
+            await pool.close()
+            raise
+        return pool
+
+    def _bridged_pool(self) -> AsyncPool:
+        """The running loop's async pool, opened on first use; a failed opening is forgotten,
+        so the next call tries again (as the blocking pool reconnects)."""
+        loop = asyncio.get_running_loop()
+        with self._async_guard:  # never held across an await
+            opening = self._async_pools.get(loop)
+            if opening is None:
+                opening = self._async_pools[loop] = loop.create_task(self._open_async_pool())
+        if opening.done() and not opening.cancelled() and opening.exception() is None:
+            return opening.result()
+        try:
+            # Shielded: a caller cancelled while the pool opens leaves it opening for the next.
+            return await_only(asyncio.shield(opening))
+        except BaseException:
+            if opening.done():
+                with self._async_guard:
+                    if self._async_pools.get(loop) is opening:
+                        del self._async_pools[loop]
+            raise
+
     # -- connections, transactions and errors -----------------------------------------------
 
     def _error(self, exc: Exception) -> TurnkeeperError:
@@ -217,8 +321,24 @@ class PostgresStore(SQLStore, PostgresSearch):
             raise self._error(exc) from exc
 
     @contextmanager
-    def _transaction(self) -> Iterator[_Placeholders]:
-        """One transaction on a pooled connection; rolled back on any error."""
+    def _transaction(self) -> Iterator[_Placeholders | _AwaitedPlaceholders]:
+        """One transaction on a pooled connection; rolled back on any error (in the bridge a
+        cancellation is an error too: the rollback is awaited before it goes on)."""
+        if in_bridge():
+            with (
+                self._mapped_errors(),
+                entered(self._bridged_pool().connection()) as aconn,
+                entered(aconn.transaction()),
+                entered(aconn.cursor()) as acur,
+            ):
+                yield _AwaitedPlaceholders(acur)
+            return
+        with self._blocking_transaction() as tx:
+            yield tx
+
+    @contextmanager
+    def _blocking_transaction(self) -> Iterator[_Placeholders]:
+        """`_transaction` on the blocking pool, wherever the caller runs (migrations)."""
         with (
             self._mapped_errors(),
             self._pool.connection() as conn,
@@ -228,13 +348,16 @@ class PostgresStore(SQLStore, PostgresSearch):
             yield _Placeholders(cur)
 
     def _read(self, query: str, params: Sequence[Any] = ()) -> list[DictRow]:
+        if in_bridge():
+            with self._mapped_errors(), entered(self._bridged_pool().connection()) as aconn:
+                return await_only(await_only(aconn.execute(_pg(query), params)).fetchall())
         with self._mapped_errors(), self._pool.connection() as conn:
             return conn.execute(_pg(query), params).fetchall()
 
     def _migrate(self, target_version: int) -> None:
         if self.schema_version() >= target_version:
             return
-        with self._transaction() as tx:
+        with self._blocking_transaction() as tx:
             tx.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             self._create_schema(tx.cur)
             if self._legacy_numbering(tx.cur):
@@ -308,4 +431,24 @@ class PostgresStore(SQLStore, PostgresSearch):
         return locks.advisory_lock(self._pool.connection, name, mapped_errors=self._mapped_errors)
 
     def close(self) -> None:
+        """Close the blocking pool and every loop's async pool: awaited for the running loop
+        (in the bridge), handed to its own loop for another that still runs."""
+        with self._async_guard:
+            openings = list(self._async_pools.items())
+            self._async_pools.clear()
+        here = asyncio.get_running_loop() if in_bridge() else None
+        for loop, opening in openings:
+            if loop is here:
+                await_only(_closed(opening))
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(_closed(opening), loop)
         self._pool.close()
+
+
+async def _closed(opening: asyncio.Task[AsyncPool]) -> None:
+    """Close the pool `opening` made (nothing if it never opened)."""
+    try:
+        pool = await opening
+    except Exception:  # a pool that failed to open has nothing to close
+        return
+    await pool.close()

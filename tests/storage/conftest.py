@@ -2,10 +2,13 @@
 both faces: `tk` is the sync `Turnkeeper`, or
 an `AsyncTurnkeeper` over the same store driven through `tests.faces.Blocking` (its coroutines
 awaited on an event loop of their own), so every behaviour is proven for both without a copy of
-any test."""
+any test. On PostgreSQL (cached or not) the async face is the native one: its runner is the
+greenlet `Bridge`, and the fixture checks that the store's statements went through the loop's
+async pool (tests/test_async_native.py shows the same for the Redis cache's client)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from tests.conftest import Clock, open_test_store
 from tests.faces import Blocking, running_loop
 from turnkeeper.config import Settings
 from turnkeeper.service import Turnkeeper
-from turnkeeper.service.aio import AsyncTurnkeeper, Workers
+from turnkeeper.service.aio import AsyncTurnkeeper, Bridge, Workers
 from turnkeeper.storage.base import Store
 
 
@@ -38,8 +41,21 @@ def tk(
         yield sync
         return
     backend = request.node.callspec.params["store"]
-    # As `open_async` sizes them: a dedicated thread for SQLite, a few for PostgreSQL's pool.
-    workers = Workers(1 if backend in ("sqlite", "memory") else 4)
+    # As `open_async` chooses: a dedicated thread for SQLite, native drivers for PostgreSQL.
+    face = AsyncTurnkeeper(sync, Workers(1) if backend in ("sqlite", "memory") else None)
+    assert isinstance(face._workers, Bridge) == backend.startswith("postgres")
     with running_loop() as loop:
-        yield Blocking(AsyncTurnkeeper(sync, workers), loop)
-    workers.shutdown()
+        yield Blocking(face, loop)
+        if backend.startswith("postgres"):
+            _assert_native(store, loop)
+            # The loop's async pool belongs to it: close the store there (a second close,
+            # by the `store` fixture, is a no-op).
+            asyncio.run_coroutine_threadsafe(face.close(), loop).result()
+    face._workers.shutdown()
+
+
+def _assert_native(store: Any, loop: Any) -> None:
+    """The store's I/O ran on `loop`'s async pool, if the test reached it through the face."""
+    opening = store._async_pools.get(loop)
+    if opening is not None:
+        assert opening.result().get_stats().get("requests_num", 0) > 0

@@ -31,6 +31,7 @@ import contextvars
 import functools
 import inspect
 import itertools
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -75,12 +76,35 @@ class Bridge:
     """Runs operations natively on the caller's event loop (`turnkeeper.bridge`): for stores
     whose every I/O awaits there (`runs_natively`). No thread; nothing to shut down.
 
+    At most `limit` operations run at once per loop (the pool's size, as `Workers` has one
+    thread per connection); the others wait their turn before they start. Unbounded, fifty
+    operations would queue for the pool at *each* of their statements, and an operation of
+    several statements would wait behind the whole crowd several times.
+
     The caller's context variables travel with each call. A cancelled await stops the operation
     at its pending statement: an uncommitted write rolls back, the connection goes back."""
 
+    def __init__(self, limit: int = 8) -> None:
+        if limit < 1:
+            raise ValueError("a Bridge needs a limit of at least one operation at a time")
+        self.limit = limit
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> Bridge:
+        """As many operations at once as the PostgreSQL pool has connections."""
+        return cls(settings.postgres_pool_size)
+
     async def run(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`operation(*args, **kwargs)` in the bridge, awaited."""
-        return await run_bridged(operation, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+        turns = self._turns.get(loop)
+        if turns is None:
+            turns = self._turns[loop] = asyncio.Semaphore(self.limit)
+        async with turns:
+            return await run_bridged(operation, *args, **kwargs)
 
     def shutdown(self) -> None:
         """Nothing to release."""
@@ -90,7 +114,7 @@ def runner_for(sync: Turnkeeper) -> Runner:
     """`Bridge` when `sync`'s store awaits natively (PostgreSQL, cached or not), else `Workers`
     sized for its backend."""
     if runs_natively(sync.store):
-        return Bridge()
+        return Bridge.for_settings(sync.settings)
     return Workers.for_settings(sync.settings)
 
 

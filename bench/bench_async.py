@@ -1,6 +1,6 @@
 """The async face on PostgreSQL: thread offload vs native drivers, side by side in one run.
 
-    .venv/bin/python bench/bench_async.py [--seconds 5] [--tasks 50] [--rounds 2] [--redis]
+    .venv/bin/python bench/bench_async.py [--seconds 4] [--tasks 1,50] [--rounds 2] [--redis]
 
 One `PostgresStore` (pool of `postgres_pool_size`, 8 by default) and one `Turnkeeper` serve two
 `AsyncTurnkeeper` faces on one event loop:
@@ -10,7 +10,7 @@ One `PostgresStore` (pool of `postgres_pool_size`, 8 by default) and one `Turnke
 - native: `Bridge()`, each operation run on the loop through the greenlet bridge, awaiting
   psycopg's `AsyncConnectionPool` (what `open_async` does for PostgreSQL now).
 
-`--tasks` tasks each own a session and loop: append a user message, then build its context
+For each count in `--tasks`, that many tasks each own a session and loop: append a user message, then build its context
 (sliding_window, 2,000 tokens): one turn. The faces take turns (`--rounds` rounds of
 `--seconds` each), on a fresh schema dropped afterwards. Reported per face: turns/s, p50/p99 of
 a turn, and the process's CPU time per turn. With `--redis` the store is cached in Redis (and an
@@ -104,27 +104,31 @@ async def compare(store: Store, tasks: int, seconds: float, rounds: int) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="per face and round")
-    parser.add_argument("--tasks", type=int, default=50, help="concurrent tasks, one session each")
+    parser.add_argument("--seconds", type=float, default=4.0, help="per face and round")
+    parser.add_argument(
+        "--tasks", default="1,50", help="concurrent tasks (one session each), comma-separated"
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--redis", action="store_true", help="cache the store in Redis too")
     args = parser.parse_args()
-    with bench_schema() as url:
-        store: Store = PostgresStore(url, max_size=8)
-        if args.redis:
-            redis = RedisCache(REDIS)
-            store = CachedStore(store, lru=SessionLRU(1000), redis=redis)
-        tallies = asyncio.run(compare(store, args.tasks, args.seconds, args.rounds))
+    counts = [int(n) for n in args.tasks.split(",")]
+    rows = []
+    for count in counts:
+        with bench_schema() as url:
+            store: Store = PostgresStore(url, max_size=8)
+            if args.redis:
+                store = CachedStore(store, lru=SessionLRU(1000), redis=RedisCache(REDIS))
+            tallies = asyncio.run(compare(store, count, args.seconds, args.rounds))
+        rows.append(tallies["threads"].row(f"{count} | threads (Workers)", None))
+        rows.append(tallies["native"].row(f"{count} | native (Bridge)", tallies["threads"]))
     backend = "PostgreSQL + Redis" if args.redis else "PostgreSQL"
     report = (
-        f"Async face on {backend}, {args.tasks} tasks on one event loop, each looping append →"
-        f" context (sliding_window, 2,000 tokens); {args.rounds} × {args.seconds:g} s per face,"
+        f"Async face on {backend}: tasks on one event loop, each looping append → context"
+        f" (sliding_window, 2,000 tokens); {args.rounds} × {args.seconds:g} s per face,"
         f" alternating; pool of 8 connections; {datetime.now(UTC):%Y-%m-%d}, Python"
         f" {platform.python_version()}, a shared 2-core machine.\n\n"
-        "| face | turns/s | vs threads | p50 ms | p99 ms | CPU µs/turn |\n"
-        "|---|---:|---:|---:|---:|---:|\n"
-        f"{tallies['threads'].row('threads (Workers, one per connection)', None)}\n"
-        f"{tallies['native'].row('native (Bridge: AsyncConnectionPool)', tallies['threads'])}\n"
+        "| tasks | face | turns/s | vs threads | p50 ms | p99 ms | CPU µs/turn |\n"
+        "|---:|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n"
     )
     publish("async-redis" if args.redis else "async", report)
 

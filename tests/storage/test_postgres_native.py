@@ -1,14 +1,16 @@
 """The native async face on PostgreSQL: the store's one sync code awaits psycopg's async pool
-on the loop (no worker thread), many tasks share a small pool, and a cancelled operation
-leaves no connection checked out and no transaction open."""
+on the loop (no worker thread), many tasks share a small pool, a cancelled operation leaves no
+connection checked out and no transaction open, and a model's summary waits off the loop."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
@@ -17,9 +19,14 @@ import pytest
 from tests.conftest import Clock, run_async
 from turnkeeper.bridge import in_bridge
 from turnkeeper.config import Settings
+from turnkeeper.context.summarizer import LLMSummarizer
+from turnkeeper.llm import LLMClient
 from turnkeeper.service import Turnkeeper
 from turnkeeper.service.aio import AsyncTurnkeeper, Bridge
 from turnkeeper.storage.postgres import PostgresStore
+from turnkeeper.types import NewMessage
+
+TEXT = "We compared three hotels near the river and argued about the budget for the trip."
 
 
 class NotingStore(PostgresStore):
@@ -135,3 +142,72 @@ def test_a_cancelled_append_rolls_back_and_returns_its_connection(
     free, checked_out, seqs = run_async(cancel_midway())
     assert free and checked_out == 0
     assert seqs == [1]
+
+
+class SlowModel(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that takes 0.6 s to answer every summary request."""
+
+    calls = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).calls += 1
+        time.sleep(0.6)
+        body = json.dumps({"choices": [{"message": {"content": "The gist so far."}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_model_summary_waits_off_the_loop_and_concurrent_builds_share_it(
+    postgres_url: str, settings: Settings, clock: Clock
+) -> None:
+    SlowModel.calls = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowModel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = LLMClient(f"http://127.0.0.1:{server.server_address[1]}/v1", max_retries=0)
+    summarizer = LLMSummarizer(client, model="summary-model")
+    sync = Turnkeeper(
+        PostgresStore(postgres_url, max_size=4), settings, clock=clock, summarizer=summarizer
+    )
+    face = AsyncTurnkeeper(sync)
+    session = sync.create_session()
+    sync.append_many(session, [NewMessage("user", f"{TEXT} {i}") for i in range(40)])
+
+    async def build_twice_while_ticking() -> tuple[list[Any], int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        windows = await asyncio.gather(
+            *(
+                face.context(session, strategy="summarize", max_tokens=400, keep_recent=4)
+                for _ in range(2)
+            )
+        )
+        done.set()
+        await ticker
+        await face.close()
+        return list(windows), ticks
+
+    try:
+        windows, ticks = run_async(build_twice_while_ticking())
+    finally:
+        server.shutdown()
+        client.close()
+    for window in windows:
+        assert window.report.messages_summarized > 0
+        assert any("The gist so far." in (m.content or "") for m in window.messages)
+    assert SlowModel.calls == 1  # the second build waited for the first's checkpoint
+    assert ticks >= 30, ticks  # the loop kept running through the model's 0.6 s

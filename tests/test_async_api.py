@@ -168,3 +168,24 @@ def test_postgres_gets_one_worker_per_pooled_connection() -> None:
     assert Workers.for_settings(load_settings(database_url="memory://")).threads == 1
     with pytest.raises(ValueError, match="at least one worker"):
         Workers(0)
+
+
+def test_open_async_picks_native_drivers_on_postgresql_unless_told_not_to(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    from turnkeeper.errors import InvalidConfig
+    from turnkeeper.service.aio import Bridge
+
+    async def scenario() -> None:
+        for native, runner in ((None, Bridge), (True, Bridge), (False, Workers)):
+            async with turnkeeper.open_async(postgres_url, native=native) as tk:
+                assert isinstance(tk._workers, runner), native
+                session = await tk.create_session(key=f"native-{native}")
+                await tk.append(session.id, "user", "hi")
+                assert [m.content for m in await tk.history(session.id)] == ["hi"]
+        with pytest.raises(InvalidConfig, match="native"):
+            turnkeeper.open_async(f"sqlite:///{tmp_path / 'n.db'}", native=True)
+        async with turnkeeper.open_async(f"sqlite:///{tmp_path / 'n.db'}") as tk:
+            assert isinstance(tk._workers, Workers)
+
+    run_async(scenario())

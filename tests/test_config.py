@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import turnkeeper
 from turnkeeper.config import default_database_url, demo_database_url, load_settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.types import StrategyName
@@ -103,3 +104,22 @@ def test_default_database_follows_the_data_directory(
         assert str(tmp_path / "one") in first
         assert str(tmp_path / "two") in second
     assert demo_database_url() != second
+
+
+def test_open_makes_the_default_data_directory_and_refuses_a_missing_one_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only the default database's directory is made on first use; any other missing
+    directory is a typo, reported before anything is written."""
+    if sys.platform == "win32":
+        pytest.skip("the data directory comes from the shell there, not the environment")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TURNKEEPER_CONFIG", str(tmp_path / "none.toml"))
+    default = default_database_url()
+    with turnkeeper.open(default) as tk:
+        tk.create_session(key="first")
+    assert Path(default.removeprefix("sqlite:///")).is_file()
+    with pytest.raises(InvalidConfig, match="does not exist"):
+        turnkeeper.open(f"sqlite:///{tmp_path / 'typo' / 'tk.db'}")
+    assert not (tmp_path / "typo").exists()

@@ -388,17 +388,25 @@ def _environment() -> frozenset[tuple[Any, Any]]:
     return frozenset(os.environ.items())
 
 
+@functools.lru_cache(maxsize=8)
+def _config_path_in(environment: frozenset[tuple[Any, Any]]) -> str:
+    """`default_config_path()` for the environment `environment` is a snapshot of (the
+    current one: asking it again costs five variable look-ups per `turnkeeper.open()`)."""
+    return str(default_config_path())
+
+
 def _sources_key(clean: dict[str, Any]) -> Hashable | None:
     """Everything a `Settings` is built from: the overrides, the whole environment (the
     `TURNKEEPER_*` variables, and those the default paths derive from) and the config file's
     identity (path, size, modification time). None when an override is not hashable."""
-    path = default_config_path()
+    environment = _environment()
+    path = _config_path_in(environment)
     try:
-        stat = path.stat()
-        file: tuple[Any, ...] = (str(path), stat.st_size, stat.st_mtime_ns)
+        stat = os.stat(path)
+        file: tuple[Any, ...] = (path, stat.st_size, stat.st_mtime_ns)
     except OSError:
-        file = (str(path),)
-    key = (_environment(), frozenset(clean.items()), file)
+        file = (path,)
+    key = (environment, frozenset(clean.items()), file)
     try:
         hash(key)
     except TypeError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
+import re
 import sqlite3
 import statistics
 import tempfile
@@ -46,8 +47,8 @@ def profile(label: str, calls: int, run: Callable[[], object]) -> list[str]:
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(14)
     body = out.getvalue().split("ncalls", 1)[-1].rstrip()
-    root = str(Path(turnkeeper.__file__).parent.parent) + "/"
-    body = body.replace(root, "")
+    body = re.sub(r"\S*/(site-packages|src|bench)/", "", body)  # paths short
+    body = re.sub(r"\S*/lib/python3\.\d+/", "", body)
     return [
         f"### {label}: {calls:,} calls, {per_call:.3f} ms per call under the profiler",
         "",

@@ -8,7 +8,8 @@
    against the OpenAI Agents SDK's `SQLiteSession.add_items` of one item.
 2. Open and warm build: `turnkeeper.open()` against raw `sqlite3.connect` + the same pragmas;
    a sliding_window build on an open store (cache warm) against raw sqlite3 reading the newest
-   rows until the budget is full.
+   rows until the budget is full — of an unchanged session (the window remembered for its
+   version) and built again from cached pages (after a build for another budget).
 3. Context build (sliding_window, 8,000-token budget) on sessions of 100 … 100,000 messages,
    each build from a fresh connection (a new store), median of several builds.
 4. Peak memory (tracemalloc) of one context build on the 100,000-message session.
@@ -146,7 +147,9 @@ def open_and_warm(path: Path, session_id: str, rounds: int) -> dict[str, list[fl
     """Alternating: open (turnkeeper vs raw connect), and a build on an open store (warm
     cache) vs the raw window on an open connection."""
     url = f"sqlite:///{path}"
-    times: dict[str, list[float]] = {k: [] for k in ("open", "raw open", "warm", "raw warm")}
+    times: dict[str, list[float]] = {
+        k: [] for k in ("open", "raw open", "warm", "raw warm", "rebuild")
+    }
     tk = turnkeeper.open(url)
     conn = raw_connect(path)
     tk.context(session_id, strategy="sliding_window", max_tokens=8000)
@@ -163,6 +166,11 @@ def open_and_warm(path: Path, session_id: str, rounds: int) -> dict[str, list[fl
         start = time.perf_counter()
         raw_window(conn, session_id, 8000)
         times["raw warm"].append(time.perf_counter() - start)
+        # A budget the remembered window was not built for: built again, from cached pages.
+        tk.context(session_id, strategy="sliding_window", max_tokens=8001)
+        start = time.perf_counter()
+        tk.context(session_id, strategy="sliding_window", max_tokens=8000)
+        times["rebuild"].append(time.perf_counter() - start)
     tk.close()
     conn.close()
     return times
@@ -267,6 +275,7 @@ def main() -> None:
         median = {name: statistics.median(values) for name, values in split.items()}
         ratios["open"] = median["open"] / median["raw open"]
         ratios["warm"] = median["warm"] / median["raw warm"]
+        ratios["rebuild"] = median["rebuild"] / median["raw warm"]
         lines += [
             "",
             f"### Open and warm build ({largest:,}-message session, medians of {builds * 10},"
@@ -276,10 +285,14 @@ def main() -> None:
             "|---|---:|---:|---:|",
             f"| open (`turnkeeper.open` + close vs connect + pragmas + close) |"
             f" {median['open'] * 1e3:.3f} | {median['raw open'] * 1e3:.3f} | {ratios['open']:.2f}× |",
-            f"| warm sliding_window build, 8,000 tokens (store open) |"
+            f"| warm sliding_window build, 8,000 tokens (store open, session unchanged) |"
             f" {median['warm'] * 1e3:.3f} | {median['raw warm'] * 1e3:.3f} | {ratios['warm']:.2f}× |",
+            f"| the same build after one for another budget (pages cached, window built again) |"
+            f" {median['rebuild'] * 1e3:.3f} | {median['raw warm'] * 1e3:.3f}"
+            f" | {ratios['rebuild']:.2f}× |",
             "",
-            "Targets: open ≤ 0.5 ms; warm build ≤ 2× raw.",
+            "Targets: open ≤ 0.5 ms; warm build ≤ 2× raw. A warm build of an unchanged session"
+            " hands out the window remembered for its version; the last row builds it again.",
         ]
         with turnkeeper.open(f"sqlite:///{path}") as tk:
             session = tk.get_session(f"size-{largest}")

@@ -3,12 +3,14 @@ order, and invalid values fail at start-up naming the key."""
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from turnkeeper.config import load_settings
+import turnkeeper
+from turnkeeper.config import default_database_url, demo_database_url, load_settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.types import StrategyName
 
@@ -75,3 +77,49 @@ def test_unknown_key_in_the_config_file_is_named(
 def test_never_disables_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "never")
     assert load_settings().session_expiration is None
+
+
+def test_settings_built_before_follow_a_changed_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Settings are remembered per environment; an unprefixed alias (any case) counts too."""
+    monkeypatch.setenv("TURNKEEPER_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("TOKEN_STRATEGY", raising=False)
+    assert load_settings().strategy is StrategyName.SLIDING_WINDOW
+    monkeypatch.setenv("token_strategy", "recent")
+    assert load_settings().strategy is StrategyName.RECENT
+    monkeypatch.delenv("token_strategy")
+    assert load_settings().strategy is StrategyName.SLIDING_WINDOW
+
+
+def test_default_database_follows_the_data_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The data directory is remembered per the variables it comes from, not once for all."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "one"))
+    first = default_database_url()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "two"))
+    second = default_database_url()
+    if sys.platform.startswith("linux"):
+        assert str(tmp_path / "one") in first
+        assert str(tmp_path / "two") in second
+    assert demo_database_url() != second
+
+
+def test_open_makes_the_default_data_directory_and_refuses_a_missing_one_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only the default database's directory is made on first use; any other missing
+    directory is a typo, reported before anything is written."""
+    if sys.platform == "win32":
+        pytest.skip("the data directory comes from the shell there, not the environment")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TURNKEEPER_CONFIG", str(tmp_path / "none.toml"))
+    default = default_database_url()
+    with turnkeeper.open(default) as tk:
+        tk.create_session(key="first")
+    assert Path(default.removeprefix("sqlite:///")).is_file()
+    with pytest.raises(InvalidConfig, match="does not exist"):
+        turnkeeper.open(f"sqlite:///{tmp_path / 'typo' / 'tk.db'}")
+    assert not (tmp_path / "typo").exists()

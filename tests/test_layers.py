@@ -209,3 +209,17 @@ def test_every_metric_reaches_an_installed_recorder_and_prometheus_alike(tmp_pat
         "turnkeeper_context_builds_total", {"strategy": "sliding_window"}
     )
     assert after == (builds or 0.0) + 2
+
+
+def test_the_in_memory_reference_store_runs_without_any_sql_module() -> None:
+    """The append rule is plain data (`storage/appends.py`): the reference store shares it
+    with the SQL stores without loading their SQL."""
+    probe = _python(
+        "import sys, turnkeeper\n"
+        "tk = turnkeeper.open('memory://')\n"
+        "tk.append(tk.create_session(key='k'), 'user', 'hello')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('turnkeeper.storage.sql')))"
+    )
+    out, err = probe.communicate(timeout=60)
+    assert probe.returncode == 0, err
+    assert out.strip() == "[]"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
-from tests.conftest import Clock
+from tests.conftest import Clock, make_sqlite_store
+from turnkeeper.config import Settings
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import ContextBudgetExceeded, SessionExpired
 from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
+from turnkeeper.storage.base import Store
 from turnkeeper.tokens import REPLY_PRIMING, counter_for
 from turnkeeper.types import NewMessage, StrategyName
 
@@ -121,3 +125,55 @@ def test_trigger_too_large_for_the_budget_is_an_error_not_a_silent_drop(tk: Turn
     with pytest.raises(ContextBudgetExceeded) as info:
         tk.context(session, max_tokens=100)
     assert info.value.budget == 100 and info.value.needed > 100
+
+
+def _window_hits() -> float:
+    return REGISTRY.get_sample_value("turnkeeper_cache_hits_total", {"layer": "window"}) or 0.0
+
+
+def test_an_unchanged_session_builds_its_window_once(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 40)
+    first = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    hits = _window_hits()
+    again = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    assert again is first and _window_hits() == hits + 1
+    other = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=600)
+    assert other is not first and other.report.budget == 600  # other arguments: built
+    tk.append(session_id, "user", "one more question")
+    moved = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    assert moved is not first and moved.messages[-1].content == "one more question"
+
+
+def test_a_remembered_window_is_logged_like_a_built_one(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 40)
+    with capture_events() as logs:
+        for _ in range(2):
+            tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    events = [log for log in logs if log["event"] == "conversation_context_loaded"]
+    assert len(events) == 2 and events[0] == events[1]
+
+
+def test_a_write_through_another_service_moves_a_remembered_window_on(
+    tmp_path: Path, settings: Settings, clock: Clock
+) -> None:
+    path = tmp_path / "shared.db"
+    with (
+        Turnkeeper(make_sqlite_store(path), settings, clock=clock) as writer,
+        Turnkeeper(make_sqlite_store(path), settings, clock=clock) as reader,
+    ):
+        session_id = _conversation(writer, 10)
+        for turn in range(3):
+            reader.context(session_id, strategy=StrategyName.TRUNCATE)
+            writer.append(session_id, "user", f"question {turn}")
+            window = reader.context(session_id, strategy=StrategyName.TRUNCATE)
+            assert window.messages[-1].content == f"question {turn}"
+
+
+def test_windows_are_built_every_time_with_the_caches_off(
+    store: Store, settings: Settings, clock: Clock
+) -> None:
+    tk = Turnkeeper(store, settings.model_copy(update={"lru_size": 0}), clock=clock)
+    session_id = _conversation(tk, 10)
+    first = tk.context(session_id, strategy=StrategyName.RECENT)
+    again = tk.context(session_id, strategy=StrategyName.RECENT)
+    assert again == first and again is not first

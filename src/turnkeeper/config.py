@@ -62,15 +62,29 @@ def parse_duration(value: Any) -> Any:
 
 def default_database_url() -> str:
     """The embedded default: a SQLite file in the user's data directory."""
-    path = Path(platformdirs.user_data_dir(APP_NAME)) / "turnkeeper.db"
-    return f"sqlite:///{path}"
+    return f"sqlite:///{_data_dir() / 'turnkeeper.db'}"
 
 
 def demo_database_url() -> str:
     """Where `turnkeeper demo` writes unless given `--db`: its own file beside the default
     database, so a tour never adds to a user's real conversations."""
-    path = Path(platformdirs.user_data_dir(APP_NAME)) / "demo.db"
-    return f"sqlite:///{path}"
+    return f"sqlite:///{_data_dir() / 'demo.db'}"
+
+
+_DATA_DIR_VARIABLES = ("XDG_DATA_HOME", "HOME", "USERPROFILE", "APPDATA", "LOCALAPPDATA")
+"""What platformdirs derives the user's data directory from, on any platform."""
+
+
+def _data_dir() -> Path:
+    return _user_data_dir(*(os.environ.get(name) for name in _DATA_DIR_VARIABLES))
+
+
+@functools.lru_cache(maxsize=8)
+def _user_data_dir(*variables: str | None) -> Path:
+    """The user's data directory, remembered per the values of `_DATA_DIR_VARIABLES` it is
+    derived from: every `turnkeeper.open()` of a SQLite file asks whether it is the default
+    one, and platformdirs costs a tenth of a millisecond per question."""
+    return Path(platformdirs.user_data_dir(APP_NAME))
 
 
 def default_config_path() -> Path:
@@ -360,17 +374,39 @@ _LOADED: dict[Hashable, Settings] = {}
 _LOADED_MAX = 64
 
 
+def _environment() -> frozenset[tuple[Any, Any]]:
+    """The whole environment, hashable. Settings read unprefixed aliases too
+    (`TOKEN_STRATEGY`, in any case), so no variable can be left out of the key.
+
+    Iterating `os.environ` decodes every name and value (a third of a millisecond per
+    `turnkeeper.open()` on a typical environment). The mapping it keeps underneath (`_data`:
+    bytes on POSIX) holds the same entries, is updated by every `os.environ` change, and is
+    read without decoding; where it is missing, the decoded items are used."""
+    raw = getattr(os.environ, "_data", None)
+    if isinstance(raw, dict):
+        return frozenset(raw.items())
+    return frozenset(os.environ.items())
+
+
+@functools.lru_cache(maxsize=8)
+def _config_path_in(environment: frozenset[tuple[Any, Any]]) -> str:
+    """`default_config_path()` for the environment `environment` is a snapshot of (the
+    current one: asking it again costs five variable look-ups per `turnkeeper.open()`)."""
+    return str(default_config_path())
+
+
 def _sources_key(clean: dict[str, Any]) -> Hashable | None:
     """Everything a `Settings` is built from: the overrides, the whole environment (the
     `TURNKEEPER_*` variables, and those the default paths derive from) and the config file's
     identity (path, size, modification time). None when an override is not hashable."""
-    path = default_config_path()
+    environment = _environment()
+    path = _config_path_in(environment)
     try:
-        stat = path.stat()
-        file: tuple[Any, ...] = (str(path), stat.st_size, stat.st_mtime_ns)
+        stat = os.stat(path)
+        file: tuple[Any, ...] = (path, stat.st_size, stat.st_mtime_ns)
     except OSError:
-        file = (str(path),)
-    key = (frozenset(os.environ.items()), frozenset(clean.items()), file)
+        file = (path,)
+    key = (environment, frozenset(clean.items()), file)
     try:
         hash(key)
     except TypeError:

@@ -32,6 +32,12 @@ def metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
+def redis_only(settings: Settings) -> Settings:
+    """Settings that say what a store with Redis and no in-process LRU has: `lru_size` 0
+    (so the service remembers no windows either, and every build reads through Redis)."""
+    return settings.model_copy(update={"lru_size": 0})
+
+
 def redis_hits() -> float:
     return metric("turnkeeper_cache_hits_total", layer="redis")
 
@@ -73,15 +79,20 @@ def test_repeated_reads_are_served_from_the_caches(
     session = tk.create_session()
     for i in range(40):
         tk.append(session, "user", f"message {i}")
-    lru_hits, misses = (
+    lru_hits, window_hits, misses = (
         metric("turnkeeper_cache_hits_total", layer="lru"),
+        metric("turnkeeper_cache_hits_total", layer="window"),
         metric("turnkeeper_cache_misses_total"),
     )
     first = tk.context(session, strategy="truncate")
     assert metric("turnkeeper_cache_misses_total") > misses
     misses = metric("turnkeeper_cache_misses_total")
+    # The same window again is the one remembered for this version; other reads of the
+    # same messages come from the LRU.
     assert tk.context(session, strategy="truncate") == first
+    assert metric("turnkeeper_cache_hits_total", layer="window") == window_hits + 1
     assert metric("turnkeeper_cache_misses_total") == misses
+    assert tk.history(session) == tk.history(session)
     assert metric("turnkeeper_cache_hits_total", layer="lru") > lru_hits
     # A second process (an empty LRU) finds the same entries in Redis.
     lru_cold = Turnkeeper(
@@ -145,7 +156,9 @@ def test_redis_stopped_mid_test_falls_back_to_the_store_warns_once_and_resumes_a
 ) -> None:
     cache = RedisCache(private_redis.url, retry_after=timedelta(milliseconds=200))
     tk = Turnkeeper(
-        CachedStore(make_sqlite_store(tmp_path / "f.db"), redis=cache), settings, clock=clock
+        CachedStore(make_sqlite_store(tmp_path / "f.db"), redis=cache),
+        redis_only(settings),
+        clock=clock,
     )
     session = tk.create_session()
     tk.append(session, "system", "You are terse.")
@@ -187,7 +200,9 @@ def test_a_frozen_redis_costs_a_short_timeout_not_a_failed_request(
 ) -> None:
     cache = RedisCache(private_redis.url, timeout=timedelta(milliseconds=50))
     tk = Turnkeeper(
-        CachedStore(make_sqlite_store(tmp_path / "slow.db"), redis=cache), settings, clock=clock
+        CachedStore(make_sqlite_store(tmp_path / "slow.db"), redis=cache),
+        redis_only(settings),
+        clock=clock,
     )
     session = tk.create_session()
     tk.append(session, "user", "hello")

@@ -39,6 +39,26 @@ class EventLogger(Protocol):
     def info(self, event: str, /, **fields: Any) -> Any: ...
 
 
+def record_build(window: ContextWindow, logger: EventLogger | None = None) -> None:
+    """Log a build's `conversation_context_loaded` event and count it: once per window
+    handed out, whether it was built now or remembered from an identical build."""
+    report = window.report
+    (logger or get_logger("turnkeeper.context")).info(
+        EVENT,
+        session_id=report.session_id,
+        strategy=report.strategy.value,
+        total_messages_in_db=report.messages_in_store,
+        messages_loaded=report.messages_loaded,
+        messages_included=report.messages_included,
+        messages_truncated=report.messages_dropped + report.messages_summarized,
+        estimated_tokens=report.tokens_used,
+        budget=report.budget,
+    )
+    metrics.CONTEXT_BUILDS.labels(report.strategy.value).inc()
+    if report.messages_dropped + report.messages_summarized:
+        metrics.CONTEXT_TRUNCATIONS.labels(report.strategy.value).inc()
+
+
 class ContextBuilder:
     """Builds the window a model sees for one turn, under a token budget.
 
@@ -146,21 +166,9 @@ class ContextBuilder:
     ) -> ContextWindow:
         """The window and its report, logged as one `conversation_context_loaded` event."""
         report = self._report(session_id, history, name, budget, selection)
-        self.logger.info(
-            EVENT,
-            session_id=session_id,
-            strategy=report.strategy.value,
-            total_messages_in_db=report.messages_in_store,
-            messages_loaded=report.messages_loaded,
-            messages_included=report.messages_included,
-            messages_truncated=report.messages_dropped + report.messages_summarized,
-            estimated_tokens=report.tokens_used,
-            budget=budget,
-        )
-        metrics.CONTEXT_BUILDS.labels(report.strategy.value).inc()
-        if report.messages_dropped + report.messages_summarized:
-            metrics.CONTEXT_TRUNCATIONS.labels(report.strategy.value).inc()
-        return ContextWindow(selection.messages, report)
+        window = ContextWindow(selection.messages, report)
+        record_build(window, self.logger)
+        return window
 
     def _report(
         self,

@@ -36,7 +36,7 @@ from turnkeeper.service.core import default_summarizer, utcnow
 from turnkeeper.service.digest import Digest, ReferenceMemo
 from turnkeeper.service.search import Search
 from turnkeeper.service.transfer import Transfer
-from turnkeeper.service.windows import Windows
+from turnkeeper.service.windows import WindowMemo, Windows
 from turnkeeper.storage.base import Store
 from turnkeeper.types import AgentState, ExpiryReport, Message
 
@@ -64,6 +64,7 @@ class Turnkeeper(Branches, Windows, Digest, Search):
         self._summarizer = summarizer or default_summarizer(settings)
         self._locks = SessionLocks()
         self._references = ReferenceMemo()
+        self._windows = WindowMemo() if settings.lru_size else None
         self.encoding = store.meta("token_encoding", settings.token_encoding)
         """Encoding the stored token counts were made with (fixed when the database was made)."""
         self.agents = Agents(self)

@@ -8,8 +8,12 @@ A mixin of the `Turnkeeper` facade (`tk.context` is flat). Reads go through a la
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 
-from turnkeeper.context.builder import ContextBuilder
+from turnkeeper import metrics
+from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import SessionRef, agent_name, refuse_expired
@@ -25,9 +29,52 @@ from turnkeeper.types import (
 )
 from turnkeeper.validation import check_non_negative, check_positive, check_strategy
 
+REMEMBERED_WINDOWS = 64
+"""Sessions whose newest window a service remembers (one window each)."""
+
+_MEMO_STRATEGIES = frozenset(
+    {StrategyName.SLIDING_WINDOW, StrategyName.TRUNCATE, StrategyName.RECENT, StrategyName.FULL}
+)
+"""Strategies whose window is a function of the stored messages and the build's arguments
+alone (`summarize` may call a model and save checkpoints; it is always built)."""
+
+
+class WindowMemo:
+    """The last window built per session, under a key holding the session's `version`.
+
+    Every write to a session moves its version (the cache's rule, `cache/store.py`), and the
+    build reads the session row first, so a remembered window is handed out only while the
+    session is exactly as it was when the window was built, on any replica. Building the same
+    window again costs a few microseconds per message (a rendered entry and a unit each):
+    with the caches on, an unchanged session's window is built once. Thread-safe, bounded
+    to the `size` most recently used sessions."""
+
+    def __init__(self, size: int = REMEMBERED_WINDOWS) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[Hashable, ContextWindow]] = OrderedDict()
+
+    def get(self, session_id: str, key: Hashable) -> ContextWindow | None:
+        with self._lock:
+            found = self._entries.get(session_id)
+            if found is None or found[0] != key:
+                return None
+            self._entries.move_to_end(session_id)
+            return found[1]
+
+    def put(self, session_id: str, key: Hashable, window: ContextWindow) -> None:
+        with self._lock:
+            self._entries[session_id] = (key, window)
+            self._entries.move_to_end(session_id)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
 
 class Windows(Messages):
     """The context operations of `Turnkeeper` (they draft a pending turn as `append` would)."""
+
+    _windows: WindowMemo | None
+    """Remembered windows (None when the caches are off: `lru_size` 0)."""
 
     def budget_for(
         self,
@@ -109,6 +156,21 @@ class Windows(Messages):
         )
         if include_internal is None:  # an agent's perspective sees everything by default
             include_internal = chosen is not StrategyName.RECENT or agent is not None
+        encoding = encoding_for_model(model_name, default=self.encoding)
+        max_messages = (
+            self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
+        )
+        memo_key: Hashable = None
+        memo = self._windows if new_message is None and agent is None else None
+        if memo is not None and chosen in _MEMO_STRATEGIES:
+            memo_key = (
+                session.version, chosen, budget, include_internal, recent, max_messages, encoding
+            )  # fmt: skip
+            remembered = memo.get(session.id, memo_key)
+            if remembered is not None:
+                metrics.CACHE_HITS.labels("window").inc()
+                record_build(remembered)
+                return remembered
         history = StoreHistory(
             self.store,
             session.id,
@@ -119,7 +181,7 @@ class Windows(Messages):
             ),
         )
         builder = ContextBuilder(
-            counter_for(encoding_for_model(model_name, default=self.encoding)),
+            counter_for(encoding),
             stored_encoding=self.encoding,
             # Checkpoints cover every stored message, so only a build that sees them all
             # may use (and extend) them.
@@ -142,17 +204,18 @@ class Windows(Messages):
                 trigger_seq=trigger,
                 pending=pending,
             )
-        return builder.build(
+        window = builder.build(
             session.id,
             history,
             strategy=chosen,
             budget=budget,
             keep_recent=recent,
-            max_messages=(
-                self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
-            ),
+            max_messages=max_messages,
             pending=None if stored_pending is not None else pending,
         )
+        if memo is not None and memo_key is not None:
+            memo.put(session.id, memo_key, window)
+        return window
 
     def _stored(self, session_id: str, pending: MessageDraft | None) -> Message | None:
         """The stored message when the pending turn is stored already (same id, anywhere in the

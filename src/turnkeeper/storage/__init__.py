@@ -49,15 +49,17 @@ def open_backend(url: str, settings: Settings) -> Store:
     needed only by those who use it."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
     if scheme == "sqlite":
-        from turnkeeper.storage.sqlite import SQLiteStore
+        from turnkeeper.storage.sqlite import SQLiteStore, path_from_url
 
         # The embedded default (and the demo's own file beside it) live in the user's data
         # directory, made on first use; any other path is the user's own, and a missing
-        # directory there is a typo to report.
+        # directory there is a typo to report. (Asked only when the directory is missing:
+        # the default paths cost more to work out than the rest of an open's Python.)
+        missing = not path_from_url(url).parent.is_dir()
         return SQLiteStore(
             url,
             synchronous=settings.sqlite_synchronous,
-            create_directory=url in (default_database_url(), demo_database_url()),
+            create_directory=missing and url in (default_database_url(), demo_database_url()),
         )
     if scheme == "memory":
         return InMemoryStore(url)

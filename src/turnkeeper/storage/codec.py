@@ -19,6 +19,9 @@ from turnkeeper.records import to_ts_or_none as to_ts_or_none
 
 
 def dump_json(value: Any) -> str:
+    """Canonical JSON text. The empty object (most messages' metadata) skips the encoder."""
+    if type(value) is dict and not value:
+        return "{}"
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 

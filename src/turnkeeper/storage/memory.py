@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from turnkeeper.errors import Conflict, NotFound, SessionNotFound
+from turnkeeper.storage.appends import plan_append
 from turnkeeper.storage.base import check_fork
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
-from turnkeeper.storage.sql import plan_append
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,

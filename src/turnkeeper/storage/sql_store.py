@@ -233,7 +233,7 @@ class SQLStore(sql.SQLReads):
                     tx.execute(sql.INSERT_MESSAGE, params[0])
                 else:
                     tx.executemany(sql.INSERT_MESSAGE, params)
-                tx.execute(sql.ADD_TOTALS, plan.totals_params(session_id, now, d))
+                tx.execute(sql.ADD_TOTALS, sql.totals_params(plan, session_id, now, d))
                 if plan.traces:
                     tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
         return plan.result

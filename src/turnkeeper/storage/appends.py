@@ -1,0 +1,111 @@
+"""The append rule, shared by every store: given the locked session and the drafts' ids
+already stored in it, what one append adds and returns.
+
+It is plain data in, plain data out — no SQL, no locking — so the in-memory reference store and
+the SQL stores decide appends identically (`storage/sql.py` only turns a plan into statement
+parameters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from turnkeeper.errors import Conflict, InvalidInput, SeqConflict, SessionExpired
+from turnkeeper.storage.base import check_retry
+from turnkeeper.storage.codec import to_ts_or_none
+from turnkeeper.types import Message, MessageDraft, Session, SessionStatus
+
+__all__ = ["AppendPlan", "AppendTarget", "plan_append"]
+
+
+@dataclass(frozen=True)
+class AppendPlan:
+    """What one append stores (`added`, in seq order) and returns (`result`, one per draft)."""
+
+    added: list[Message]
+    result: list[Message]
+    traces: list[tuple[int, str]]
+    """`(seq, data)` of the added messages' traces."""
+
+    @property
+    def last_seq(self) -> int:
+        return self.added[-1].seq
+
+
+@dataclass(frozen=True)
+class AppendTarget:
+    """The four columns of the locked session row an append decides on. Reading just these
+    (rather than decoding the whole row: three timestamps and the metadata JSON) is a
+    measurable share of an append."""
+
+    id: str
+    status: SessionStatus
+    expires_at: datetime | None
+    last_seq: int
+
+    def is_expired_at(self, now: datetime) -> bool:
+        """As `Session.is_expired_at`."""
+        if self.status is SessionStatus.EXPIRED:
+            return True
+        return self.expires_at is not None and self.expires_at <= now
+
+
+def plan_append(
+    session: Session | AppendTarget,
+    drafts: Sequence[MessageDraft],
+    stored: Mapping[str, Message],
+    *,
+    expected_last_seq: int | None,
+    now: datetime,
+) -> AppendPlan:
+    """Decide an append, given the locked session row and the drafts' ids stored in it.
+
+    Message ids are scoped to their session. An id already stored with the same content is
+    returned as stored (an idempotent retry); with other content it is a `Conflict` naming the
+    id; one id twice in a batch is `InvalidInput`. The checks on `expected_last_seq`, expiry
+    and status apply only when something new is to be written.
+    """
+    seen: set[str] = set()
+    for index, draft in enumerate(drafts):
+        if draft.id in seen:
+            raise InvalidInput(
+                f"messages[{index}].id", f"id {draft.id!r} appears twice in this batch"
+            )
+        seen.add(draft.id)
+        if draft.id in stored:
+            check_retry(stored[draft.id], draft)
+    known = dict(stored)
+    fresh = [draft for draft in drafts if draft.id not in known]
+    if fresh:
+        if expected_last_seq is not None and expected_last_seq != session.last_seq:
+            raise SeqConflict(session.id, expected_last_seq, session.last_seq)
+        if session.status is SessionStatus.EXPIRED or session.is_expired_at(now):
+            raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
+        if session.status is not SessionStatus.ACTIVE:
+            raise Conflict(f"session {session.id} is {session.status.value}")
+    seq = session.last_seq
+    added: list[Message] = []
+    traces: list[tuple[int, str]] = []
+    for draft in fresh:
+        seq += 1
+        known[draft.id] = Message(
+            id=draft.id,
+            session_id=session.id,
+            seq=seq,
+            role=draft.role,
+            content=draft.content,
+            created_at=draft.created_at,
+            tokens=draft.tokens,
+            author=draft.author,
+            internal=draft.internal,
+            usage=draft.usage,
+            tool_calls=draft.tool_calls,
+            tool_call_id=draft.tool_call_id,
+            metadata=draft.metadata,
+        )
+        added.append(known[draft.id])
+        if draft.trace is not None:
+            traces.append((seq, draft.trace))
+    return AppendPlan(added=added, result=[known[draft.id] for draft in drafts], traces=traces)

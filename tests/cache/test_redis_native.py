@@ -23,6 +23,8 @@ def test_redis_stopped_under_the_native_face_is_bypassed_and_used_again_after_re
 ) -> None:
     cache = RedisCache(private_redis.url, retry_after=timedelta(milliseconds=200))
     store = CachedStore(PostgresStore(postgres_url, max_size=4), redis=cache)
+    # No in-process layer (LRU, remembered windows): every warm read must reach Redis.
+    settings = settings.model_copy(update={"lru_size": 0})
     face = AsyncTurnkeeper(Turnkeeper(store, settings, clock=clock))
     assert isinstance(face._workers, Bridge)
 

@@ -16,6 +16,9 @@ ratio to the baseline's, the servers' CPU time per request, p50/p99 latency from
 lost (acknowledged appends missing from the store, or stored twice: must be 0), and the
 resident memory of all the server's processes after warm-up and after the load.
 
+With `--against REV` (e.g. `main`) turnkeeper as of that git revision is served too, under the
+same load on the line before this checkout's: a before/after pair from one run.
+
 With `--message-bytes N` every appended message is N bytes: a test of the server's memory bound
 (results in bench/results/http-memory.md and the README's `bench:http-memory` block).
 
@@ -39,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,15 +110,28 @@ def _children(pid: int) -> list[int]:
 
 
 @contextmanager
-def serving(database_url: str, workers: int) -> Iterator[tuple[str, str, int]]:
-    """`turnkeeper serve --workers N` on `database_url` in a subprocess; yields (URL, an API
-    key, its process id)."""
+def serving(
+    database_url: str, workers: int, source: Path = ROOT / "src"
+) -> Iterator[tuple[str, str, int]]:
+    """`turnkeeper serve --workers N` on `database_url` in a subprocess, importing turnkeeper
+    from `source`; yields (URL, an API key, its process id)."""
     with turnkeeper.open(database_url) as tk:
         _, token = ApiKeys(tk.store).create("bench")
     port = _free_port()
     command = ["-m", "turnkeeper", "serve", "--port", str(port), "--db", database_url]
-    with _process([*command, "--workers", str(workers)], port, token) as (url, pid):
+    with _process([*command, "--workers", str(workers)], port, token, source) as (url, pid):
         yield url, token, pid
+
+
+@contextmanager
+def source_at(revision: str) -> Iterator[Path]:
+    """The package's source as of git `revision`, in a temporary directory (`--against`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", revision, "src"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp) / "src"
 
 
 @contextmanager
@@ -129,8 +145,10 @@ def serving_baseline(database_url: str, workers: int) -> Iterator[tuple[str, str
 
 
 @contextmanager
-def _process(arguments: list[str], port: int, token: str) -> Iterator[tuple[str, int]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TURNKEEPER_CONFIG": os.devnull}
+def _process(
+    arguments: list[str], port: int, token: str, source: Path = ROOT / "src"
+) -> Iterator[tuple[str, int]]:
+    env = {**os.environ, "PYTHONPATH": str(source), "TURNKEEPER_CONFIG": os.devnull}
     process = subprocess.Popen(
         [sys.executable, *arguments], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -322,8 +340,11 @@ def measure(
     name: str, server: str, workers: int, database: str, clients: int, seconds: float
 ) -> Run:
     """Start `server` (turnkeeper or the baseline) with `workers` on `database`, load it."""
-    serve = serving if server == "turnkeeper" else serving_baseline
-    with serve(database, workers) as (base, token, pid):
+    if server == "baseline":
+        started = serving_baseline(database, workers)
+    else:  # "turnkeeper", or "turnkeeper @REV" (`--against`): that revision's source
+        started = serving(database, workers, SOURCES.get(server, ROOT / "src"))
+    with started as (base, token, pid):
         before, cpu_before = rss_mib(pid), cpu_seconds(pid)
         tally, elapsed, lost = asyncio.run(load(base, token, clients, seconds))
         after, cpu = rss_mib(pid), cpu_seconds(pid) - cpu_before
@@ -337,6 +358,8 @@ def measure(
 
 
 MESSAGE_BYTES = 0
+SOURCES: dict[str, Path] = {}
+"""The server names of `--against` revisions → their source directories."""
 
 
 def main() -> None:
@@ -359,6 +382,12 @@ def main() -> None:
         help="Append messages of this size instead of the short default (a memory test: "
         "their context builds are refused, 422, and not counted as errors).",
     )
+    parser.add_argument(
+        "--against",
+        default="",
+        help="Also serve turnkeeper as of this git revision (e.g. main), under the same load in "
+        "the same run, on the line before this checkout's: a before/after comparison.",
+    )
     parser.add_argument("--note", default="", help="Load conditions to record with the table.")
     parser.add_argument(
         "--name", default="http", help="Results file and README block: bench/results/NAME.md"
@@ -375,7 +404,11 @@ def main() -> None:
     )
     rows = []
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as sources:
+        if args.against:
+            before = f"turnkeeper @{args.against}"
+            SOURCES[before] = sources.enter_context(source_at(args.against))
+            servers.insert(servers.index("turnkeeper"), before)
         backends = []
         if "sqlite" in args.backends:
             backends.append(("SQLite (WAL, synchronous=FULL)", lambda: nullcontext(tmp)))
@@ -390,7 +423,8 @@ def main() -> None:
                             break
                         url = where
                         if where == tmp:
-                            url = f"sqlite:///{tmp}/{server}-{workers}.db"
+                            label = server.replace(" @", "-").replace("/", "-")
+                            url = f"sqlite:///{tmp}/{label}-{workers}.db"
                         run = measure(name, server, workers, url, args.clients, seconds)
                     rows.append(row(run, baseline))
                     baseline = run if server == "baseline" else baseline

@@ -29,10 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 LAYERS = {
-    "store: waiting for SQLite's write lock (BEGIN IMMEDIATE)": (
-        "_write (turnkeeper/storage/sqlite.py:121)",
-    ),
-    "store: commit (fsync)": ("_write (turnkeeper/storage/sqlite.py:130)",),
+    "store: waiting for this process's earlier writers (the write queue)": ("WriteQueue.acquire",),
+    "store: waiting for SQLite's write lock (BEGIN IMMEDIATE)": ("SQLiteStore._begin",),
+    "store: commit (fsync, WAL checkpoint)": ("SQLiteStore._commit",),
     "store: other SQL": ("turnkeeper/storage/",),
     "cache wrapper (encode/decode)": ("turnkeeper/cache/",),
     "token counting": ("count_message", "count_text", "encode_ordinary"),

@@ -127,6 +127,12 @@ class Settings(BaseSettings):
         "OS crash may undo the last commits) or FULL (every commit is on the disk before it "
         "returns, at the cost of an fsync per write).",
     )
+    sqlite_writer_lock_file: bool = Field(
+        default=False,
+        description="Writers in several processes on one SQLite file also take turns at a lock "
+        "file beside it (`<db>-writers.lock`), instead of meeting in SQLite's sleeping busy "
+        "handler: a shorter tail for `turnkeeper serve --workers N`, which turns it on.",
+    )
     default_project: str = Field(default="default", min_length=1, max_length=200)
     postgres_pool_size: int = Field(
         default=8, gt=0, description="Most PostgreSQL connections one process keeps open."

@@ -59,6 +59,7 @@ def open_backend(url: str, settings: Settings) -> Store:
         return SQLiteStore(
             url,
             synchronous=settings.sqlite_synchronous,
+            writer_lock_file=settings.sqlite_writer_lock_file,
             create_directory=missing and url in (default_database_url(), demo_database_url()),
         )
     if scheme == "memory":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
@@ -32,6 +33,7 @@ from turnkeeper.storage.migrations import LATEST_VERSION
 from turnkeeper.storage.search_sql import SQLiteSearch
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.storage.sql_store import Executor, SQLStore
+from turnkeeper.storage.write_queue import queue_for
 
 
 def path_from_url(url: str) -> Path:
@@ -62,6 +64,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         busy_timeout: timedelta = timedelta(seconds=60),
         target_version: int = LATEST_VERSION,
         create_directory: bool = False,
+        writer_lock_file: bool = False,
     ) -> None:
         self.path = path_from_url(url)
         self.url = f"sqlite:///{self.path}"
@@ -70,6 +73,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._writers = queue_for(self.path, across_processes=writer_lock_file)
         if create_directory:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,12 +124,30 @@ class SQLiteStore(SQLStore, SQLiteSearch):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One serialized write transaction; rolled back on any error."""
+        """One serialized write transaction; rolled back on any error.
+
+        The writer first waits for its turn in this process's queue for the file (see
+        `turnkeeper.storage.write_queue`: first come, first served, where SQLite's busy handler
+        would let late writers overtake sleeping ones; with `writer_lock_file`, its turn also
+        holds a lock file that orders the processes' writers), then takes SQLite's write lock,
+        which excludes every other writer. The busy timeout bounds the waits together."""
         conn = self._conn()
+        started = time.monotonic()
+        if not self._writers.acquire(self._busy_timeout_ms / 1000):
+            raise BackendUnavailable(
+                f"SQLite database {self.path} is busy: no turn to write within"
+                f" {self._busy_timeout_ms / 1000:g} s (other writers held it)"
+            )
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise BackendUnavailable(f"SQLite database {self.path} is busy: {exc}") from exc
+            with self._writing(conn, time.monotonic() - started):
+                yield conn
+        finally:
+            self._writers.release()
+
+    @contextmanager
+    def _writing(self, conn: sqlite3.Connection, waited: float) -> Iterator[sqlite3.Connection]:
+        """`BEGIN IMMEDIATE` … `COMMIT` on `conn`, with what is left of the busy timeout."""
+        self._begin(conn, waited)
         try:
             yield conn
         except sqlite3.Error as exc:
@@ -134,11 +156,35 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         except BaseException:
             self._rollback(conn)
             raise
+        self._commit(conn)
+
+    # `_begin` and `_commit` are functions of their own so that a profile tells the wait for
+    # the lock and the commit (fsync) apart (bench/profile_http.py).
+
+    def _begin(self, conn: sqlite3.Connection, waited: float) -> None:
+        try:
+            self._bound_busy_wait(conn, waited)
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(f"SQLite database {self.path} is busy: {exc}") from exc
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback(conn)
             raise BackendUnavailable(f"commit failed on {self.path}: {exc}") from exc
+
+    def _bound_busy_wait(self, conn: sqlite3.Connection, waited: float) -> None:
+        """Give SQLite's busy handler only what the queue left of the timeout. A statement is
+        spent only when the bound changes, which a wait under a tenth of the timeout (the
+        usual one) does not: the total then stays within 1.1× the timeout."""
+        full = self._busy_timeout_ms
+        waited_ms = int(waited * 1000)
+        bound = full if waited_ms * 10 < full else max(full - waited_ms, 1)
+        if getattr(self._local, "busy_ms", full) != bound:
+            conn.execute(f"PRAGMA busy_timeout = {bound}")
+            self._local.busy_ms = bound
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:

@@ -3,8 +3,12 @@ without Redis, and the cache hit ratio of a repeated-read workload.
 
     make bench            # or: python bench/bench_shared.py [--quick]
 
-1. Append throughput on PostgreSQL with 1, 4 and 16 writer processes (each its own pool, like
-   service replicas), all to one session (they queue on its row lock) and each to its own.
+1. Append throughput on PostgreSQL with 1, 4 and 16 writers, all to one session (they queue on
+   its row lock) and each to its own: writers as threads over one process per core (each
+   process an instance with a pooled connection per thread, as `turnkeeper serve --workers N`
+   runs) and, beside them, one process per writer; with the writers' CPU time per message and
+   the wait events of the bench's backends (`pg_stat_activity`) during the 16-writer runs.
+   `--appends-only` runs this part alone (bench/results/shared-appends.md).
 2. Context build (sliding_window, 8,000-token budget) on sessions of 1,000 and 100,000
    messages: straight from PostgreSQL, and with Redis in front (warm, no in-process LRU).
 3. Hit ratio of the LRU + Redis caches over a workload that rereads a few hot sessions and
@@ -94,18 +98,21 @@ def _writer(url: str, session_ids: list[str], count: int, barrier: Any, out: Any
 
         threads = [threading.Thread(target=write, args=(sid,)) for sid in session_ids]
         barrier.wait()
+        cpu = time.process_time()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        out.put((min(start for start, _ in spans), max(end for _, end in spans)))
+        cpu = time.process_time() - cpu
+        out.put((min(start for start, _ in spans), max(end for _, end in spans), cpu))
 
 
 def append_throughput(
     url: str, writers: int, per_writer: int, *, shared: bool, processes: int
-) -> float:
-    """Messages per second, all writers together, from the first start to the last end; the
-    writers are threads spread evenly over `processes` processes."""
+) -> tuple[float, float]:
+    """Messages per second, all writers together, from the first start to the last end, and
+    the writers' own CPU time per message in ms (what the client side costs, whatever the
+    load); the writers are threads spread evenly over `processes` processes."""
     with turnkeeper.open(url, lru_size=0) as tk:
         if shared:
             one = tk.create_session(ttl=None).id
@@ -124,8 +131,9 @@ def append_throughput(
     spans = [out.get(timeout=900) for _ in procs]
     for proc in procs:
         proc.join()
-    elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
-    return writers * per_writer / elapsed
+    elapsed = max(end for _, end, _ in spans) - min(start for start, _, _ in spans)
+    messages = writers * per_writer
+    return messages / elapsed, sum(cpu for _, _, cpu in spans) * 1000 / messages
 
 
 @contextmanager
@@ -253,8 +261,9 @@ def main() -> None:
         " column, one process per writer.",
         "",
         "| writers | to one session, msgs/s | to distinct sessions, msgs/s | ÷ 1 writer"
-        " | distinct sessions, a process per writer, msgs/s |",
-        "|---:|---:|---:|---:|---:|",
+        " | writers' CPU ms/msg | distinct sessions, a process per writer, msgs/s"
+        " | writers' CPU ms/msg |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     with bench_schema() as url:
         turnkeeper.open(url).close()  # migrate once, before the writers race
@@ -270,19 +279,22 @@ def main() -> None:
                     ("procs", False, writers),
                 ):
                     with wait_events(APPLICATION) as seen:
-                        rate = append_throughput(
+                        rate, cpu = append_throughput(
                             url, writers, per_writer, shared=shared, processes=processes
                         )
                     results[writers, layout].append(rate)
+                    results[writers, f"{layout} cpu"].append(cpu)
                     if writers == counts[-1] and layout == "many":
                         waits += seen
         single = statistics.median(results[1, "many"])
         for writers in counts:
-            one, many, procs = (
-                statistics.median(results[writers, layout]) for layout in ("one", "many", "procs")
+            one, many, many_cpu, procs, procs_cpu = (
+                statistics.median(results[writers, layout])
+                for layout in ("one", "many", "many cpu", "procs", "procs cpu")
             )
             lines.append(
-                f"| {writers} | {one:,.0f} | {many:,.0f} | {many / single:.1f}× | {procs:,.0f} |"
+                f"| {writers} | {one:,.0f} | {many:,.0f} | {many / single:.1f}×"
+                f" | {many_cpu:.2f} | {procs:,.0f} | {procs_cpu:.2f} |"
             )
             print(lines[-1], flush=True)
         lines += [

@@ -257,8 +257,8 @@ def main() -> None:
         "",
         f"Median of {rounds} interleaved rounds. Writers are threads spread over as many"
         f" processes as there are cores ({cores}; each process one instance with a pooled"
-        " connection per thread, as `turnkeeper serve --workers N` runs), and, in the last"
-        " column, one process per writer.",
+        " connection per thread, as `turnkeeper serve --workers N` runs), and, in the last two"
+        " columns, one process per writer.",
         "",
         "| writers | to one session, msgs/s | to distinct sessions, msgs/s | ÷ 1 writer"
         " | writers' CPU ms/msg | distinct sessions, a process per writer, msgs/s"

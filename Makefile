@@ -52,6 +52,7 @@ test-long: setup services ## The model-based test of the public API, long random
 bench: setup services ## Benchmarks; results go to bench/results/ and the README table
 	$(BIN)/python bench/bench_sqlite.py
 	$(BIN)/python bench/bench_shared.py
+	$(BIN)/python bench/bench_replicas.py
 	$(BIN)/python bench/bench_http.py --workers 1,2
 	$(BIN)/python bench/bench_http.py --seconds 15 --workers 1,2,4 --name http-scaling
 	$(BIN)/python bench/layers_http.py

@@ -174,7 +174,9 @@ def _warm_up(url: str, token: str) -> None:
     so that each worker has likely seen one)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
-        http.post("/v1/sessions", json={"key": "warm-up"}).raise_for_status()
+        http.post(
+            "/v1/sessions", json={"key": "warm-up", "get_or_create": True}
+        ).raise_for_status()  # replicas of one database share it
         for _ in range(8):
             with httpx.Client(base_url=url, headers=http.headers, timeout=120) as fresh:
                 fresh.post("/v1/sessions/warm-up/messages", json={"role": "user", "content": TEXT})

@@ -3,8 +3,12 @@ without Redis, and the cache hit ratio of a repeated-read workload.
 
     make bench            # or: python bench/bench_shared.py [--quick]
 
-1. Append throughput on PostgreSQL with 1, 4 and 16 writer processes (each its own pool, like
-   service replicas), all to one session (they queue on its row lock) and each to its own.
+1. Append throughput on PostgreSQL with 1, 4 and 16 writers, all to one session (they queue on
+   its row lock) and each to its own: writers as threads over one process per core (each
+   process an instance with a pooled connection per thread, as `turnkeeper serve --workers N`
+   runs) and, beside them, one process per writer; with the writers' CPU time per message and
+   the wait events of the bench's backends (`pg_stat_activity`) during the 16-writer runs.
+   `--appends-only` runs this part alone (bench/results/shared-appends.md).
 2. Context build (sliding_window, 8,000-token budget) on sessions of 1,000 and 100,000
    messages: straight from PostgreSQL, and with Redis in front (warm, no in-process LRU).
 3. Hit ratio of the LRU + Redis caches over a workload that rereads a few hot sessions and
@@ -18,10 +22,13 @@ README between the `bench:shared` markers.
 from __future__ import annotations
 
 import argparse
+import collections
 import multiprocessing as mp
 import os
 import random
 import statistics
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -47,13 +54,20 @@ REDIS = os.environ.get("TURNKEEPER_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"
 TEXT = "The quick brown fox jumps over the lazy dog while we plan the trip to Lisbon. "
 
 
+APPLICATION = "turnkeeper-bench"
+"""The `application_name` of the bench's connections, so `pg_stat_activity` tells them apart
+from other clients of the same server."""
+
+
 @contextmanager
 def bench_schema() -> Iterator[str]:
     schema = f"tk_bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     try:
-        yield f"{POSTGRES}?options={quote(f'-csearch_path={schema}')}"
+        yield (
+            f"{POSTGRES}?options={quote(f'-csearch_path={schema}')}&application_name={APPLICATION}"
+        )
     finally:
         with psycopg.connect(POSTGRES, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
@@ -67,37 +81,93 @@ def percentile(values: list[float], q: float) -> float:
 # -- 1. appends -------------------------------------------------------------------------------
 
 
-def _writer(url: str, session_id: str, count: int, barrier: Any, out: Any) -> None:
-    with turnkeeper.open(url, lru_size=0, postgres_pool_size=1) as tk:
+def _writer(url: str, session_ids: list[str], count: int, barrier: Any, out: Any) -> None:
+    """One process: a thread per session, sharing one instance and a pool with a connection
+    per thread (as a `turnkeeper serve` worker serves concurrent requests)."""
+    with turnkeeper.open(url, lru_size=0, postgres_pool_size=len(session_ids)) as tk:
         tk.counter.count_text("warm up the tokenizer")
+        for session_id in session_ids:
+            tk.append(session_id, "user", "warm up the connections")
+        spans: list[tuple[float, float]] = []
+
+        def write(session_id: str) -> None:
+            start = time.perf_counter()
+            for i in range(count):
+                tk.append(session_id, "user", f"{TEXT}{i}")
+            spans.append((start, time.perf_counter()))
+
+        threads = [threading.Thread(target=write, args=(sid,)) for sid in session_ids]
         barrier.wait()
-        start = time.perf_counter()
-        for i in range(count):
-            tk.append(session_id, "user", f"{TEXT}{i}")
-        out.put((start, time.perf_counter()))
+        cpu = time.process_time()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        cpu = time.process_time() - cpu
+        out.put((min(start for start, _ in spans), max(end for _, end in spans), cpu))
 
 
-def append_throughput(url: str, writers: int, per_writer: int, *, shared: bool) -> float:
-    """Messages per second, all writers together, from the first start to the last end."""
+def append_throughput(
+    url: str, writers: int, per_writer: int, *, shared: bool, processes: int
+) -> tuple[float, float]:
+    """Messages per second, all writers together, from the first start to the last end, and
+    the writers' own CPU time per message in ms (what the client side costs, whatever the
+    load); the writers are threads spread evenly over `processes` processes."""
     with turnkeeper.open(url, lru_size=0) as tk:
         if shared:
             one = tk.create_session(ttl=None).id
             targets = [one] * writers
         else:
             targets = [tk.create_session(ttl=None).id for _ in range(writers)]
+    processes = min(processes, writers)
     ctx = mp.get_context("spawn")
-    barrier, out = ctx.Barrier(writers), ctx.Queue()
+    barrier, out = ctx.Barrier(processes), ctx.Queue()
     procs = [
-        ctx.Process(target=_writer, args=(url, target, per_writer, barrier, out))
-        for target in targets
+        ctx.Process(target=_writer, args=(url, targets[n::processes], per_writer, barrier, out))
+        for n in range(processes)
     ]
     for proc in procs:
         proc.start()
     spans = [out.get(timeout=900) for _ in procs]
     for proc in procs:
         proc.join()
-    elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
-    return writers * per_writer / elapsed
+    elapsed = max(end for _, end, _ in spans) - min(start for start, _, _ in spans)
+    messages = writers * per_writer
+    return messages / elapsed, sum(cpu for _, _, cpu in spans) * 1000 / messages
+
+
+@contextmanager
+def wait_events(application: str) -> Iterator[collections.Counter[str]]:
+    """What the bench's own PostgreSQL backends are doing, sampled every 20 ms meanwhile:
+    running, waiting for the client (`ClientRead`), for the WAL (`WALSync`, `WALWrite`), or
+    for a lock (`Lock:…`: the sign of a row or counter every writer touches)."""
+    seen: collections.Counter[str] = collections.Counter()
+    stop = threading.Event()
+
+    def sample() -> None:
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            while not stop.wait(0.02):
+                for state, kind, event in conn.execute(
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity"
+                    " WHERE application_name = %s AND pid <> pg_backend_pid()",
+                    (application,),
+                ):
+                    if state == "idle":
+                        continue  # between transactions: the client's own time
+                    seen["running" if kind is None else f"{kind}:{event}"] += 1
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        sampler.join()
+
+
+def describe_waits(seen: collections.Counter[str]) -> str:
+    total = sum(seen.values()) or 1
+    return ", ".join(f"{name} {count / total:.0%}" for name, count in seen.most_common(5))
 
 
 # -- 2. context builds ------------------------------------------------------------------------
@@ -165,61 +235,108 @@ def hit_ratio(url: str, requests: int) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--rounds", type=int, default=3, help="append rounds (median taken)")
+    parser.add_argument(
+        "--appends-only",
+        action="store_true",
+        help="only the append table, to bench/results/shared-appends.md (no README update)",
+    )
     args = parser.parse_args()
+    rounds, cores = args.rounds, os.cpu_count() or 1
     per_writer_total = 400 if args.quick else 2000
     sizes = [1000, 10_000] if args.quick else [1000, 100_000]
     builds = 10 if args.quick else 30
     requests = 300 if args.quick else 2000
-    command = f"python bench/bench_shared.py{' --quick' if args.quick else ''}"
+    command = " ".join(["python bench/bench_shared.py", *sys.argv[1:]])
 
     lines = [
         f"Benchmarks of {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (`{command}`), PostgreSQL "
         f"{_server_version()}, Redis on 127.0.0.1, {os.cpu_count()} CPU cores",
         "",
-        "### Append throughput on PostgreSQL (single-message appends, one process per writer)",
+        "### Append throughput on PostgreSQL (single-message appends)",
         "",
-        "| writers | to one session, messages/s | to distinct sessions, messages/s |",
-        "|---:|---:|---:|",
+        f"Median of {rounds} interleaved rounds. Writers are threads spread over as many"
+        f" processes as there are cores ({cores}; each process one instance with a pooled"
+        " connection per thread, as `turnkeeper serve --workers N` runs), and, in the last two"
+        " columns, one process per writer.",
+        "",
+        "| writers | to one session, msgs/s | to distinct sessions, msgs/s | ÷ 1 writer"
+        " | writers' CPU ms/msg | distinct sessions, a process per writer, msgs/s"
+        " | writers' CPU ms/msg |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     with bench_schema() as url:
         turnkeeper.open(url).close()  # migrate once, before the writers race
-        for writers in (1, 4, 16):
-            per_writer = max(50, per_writer_total // writers)
-            one = append_throughput(url, writers, per_writer, shared=True)
-            many = append_throughput(url, writers, per_writer, shared=False)
-            lines.append(f"| {writers} | {one:,.0f} | {many:,.0f} |")
-            print(lines[-1], flush=True)
-
-        lines += [
-            "",
-            "### Context build (sliding_window, 8,000-token budget), warm replica",
-            "",
-            "| messages in session | PostgreSQL median ms | p90 ms | + Redis median ms | p90 ms |",
-            "|---:|---:|---:|---:|---:|",
-        ]
-        for size in sizes:
-            session_id = populate(url, size)
-            plain = build_latencies(url, session_id, builds, redis=False)
-            cached = build_latencies(url, session_id, builds, redis=True)
+        counts = (1, 4, 16)
+        results: dict[tuple[int, str], list[float]] = collections.defaultdict(list)
+        waits: collections.Counter[str] = collections.Counter()
+        for _ in range(rounds):
+            for writers in counts:
+                per_writer = max(50, per_writer_total // writers)
+                for layout, shared, processes in (
+                    ("one", True, cores),
+                    ("many", False, cores),
+                    ("procs", False, writers),
+                ):
+                    with wait_events(APPLICATION) as seen:
+                        rate, cpu = append_throughput(
+                            url, writers, per_writer, shared=shared, processes=processes
+                        )
+                    results[writers, layout].append(rate)
+                    results[writers, f"{layout} cpu"].append(cpu)
+                    if writers == counts[-1] and layout == "many":
+                        waits += seen
+        single = statistics.median(results[1, "many"])
+        for writers in counts:
+            one, many, many_cpu, procs, procs_cpu = (
+                statistics.median(results[writers, layout])
+                for layout in ("one", "many", "many cpu", "procs", "procs cpu")
+            )
             lines.append(
-                f"| {size:,} | {statistics.median(plain) * 1e3:.2f}"
-                f" | {percentile(plain, 0.9) * 1e3:.2f}"
-                f" | {statistics.median(cached) * 1e3:.2f} | {percentile(cached, 0.9) * 1e3:.2f} |"
+                f"| {writers} | {one:,.0f} | {many:,.0f} | {many / single:.1f}×"
+                f" | {many_cpu:.2f} | {procs:,.0f} | {procs_cpu:.2f} |"
             )
             print(lines[-1], flush=True)
-
-        overall, lru, shared = hit_ratio(url, requests)
         lines += [
             "",
-            f"### Cache hit ratio ({requests:,} context builds over 20 sessions, a few of them "
-            "hot; 10% of requests append first)",
-            "",
-            "| served by the in-process LRU | by Redis | overall hit ratio |",
-            "|---:|---:|---:|",
-            f"| {lru:.1%} | {shared:.1%} | **{overall:.1%}** |",
+            f"What the bench's PostgreSQL backends were doing inside transactions during the"
+            f" {counts[-1]}-writer runs to distinct sessions (`pg_stat_activity`, sampled every"
+            f" 20 ms): {describe_waits(waits)}.",
         ]
+        if not args.appends_only:
+            lines += [
+                "",
+                "### Context build (sliding_window, 8,000-token budget), warm replica",
+                "",
+                "| messages in session | PostgreSQL median ms | p90 ms | + Redis median ms | p90 ms |",
+                "|---:|---:|---:|---:|---:|",
+            ]
+            for size in sizes:
+                session_id = populate(url, size)
+                plain = build_latencies(url, session_id, builds, redis=False)
+                cached = build_latencies(url, session_id, builds, redis=True)
+                lines.append(
+                    f"| {size:,} | {statistics.median(plain) * 1e3:.2f}"
+                    f" | {percentile(plain, 0.9) * 1e3:.2f}"
+                    f" | {statistics.median(cached) * 1e3:.2f} | {percentile(cached, 0.9) * 1e3:.2f} |"
+                )
+                print(lines[-1], flush=True)
+
+            overall, lru, shared = hit_ratio(url, requests)
+            lines += [
+                "",
+                f"### Cache hit ratio ({requests:,} context builds over 20 sessions, a few of them "
+                "hot; 10% of requests append first)",
+                "",
+                "| served by the in-process LRU | by Redis | overall hit ratio |",
+                "|---:|---:|---:|",
+                f"| {lru:.1%} | {shared:.1%} | **{overall:.1%}** |",
+            ]
     report = "\n".join(lines) + "\n"
     print(report)
+    if args.appends_only:  # its own file: the README keeps the full run's tables
+        RESULTS.with_name("shared-appends.md").write_text(report, encoding="utf-8")
+        return
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(report, encoding="utf-8")
     _update_readme(report)

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from tests.conftest import postgres_schema
 from turnkeeper import open as open_turnkeeper
+from turnkeeper.errors import BackendUnavailable
+from turnkeeper.storage.postgres import PostgresStore
+from turnkeeper.types import MessageDraft, NewSession, Role
 
 WRITERS = 8
 APPENDS = 500
@@ -167,3 +175,99 @@ def test_bead_conversation_json_array_read_modify_write_loses_messages_under_the
     lost = acknowledged - kept
     print(f"JSON array design: {acknowledged} appends acknowledged, {kept} kept, {lost} lost")
     assert lost > 0 and kept == counted  # every writer was told "saved"; many were not
+
+
+class _PausingStore(PostgresStore):
+    """The real store, whose write transactions stop just before COMMIT while `hold` is set:
+    what an append holds (its row lock, its index entries, its WAL) stays held."""
+
+    def __init__(self, url: str) -> None:
+        self.hold = threading.Event()
+        self.paused = threading.Event()
+        self.release = threading.Event()
+        super().__init__(url, min_size=1, max_size=2)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with super()._transaction() as tx:
+            yield tx
+            if self.hold.is_set():
+                self.paused.set()
+                self.release.wait(timeout=60)
+
+
+class _LockTimeoutStore(PostgresStore):
+    """The real store, whose lock waits give up after `LOCK_TIMEOUT` instead of forever: a
+    writer that would queue behind another fails with an error rather than hanging the test."""
+
+    LOCK_TIMEOUT = "5s"
+
+    def _configure(self, conn: Any) -> None:  # type: ignore[override]
+        super()._configure(conn)
+        conn.execute(f"SET lock_timeout = '{self.LOCK_TIMEOUT}'")
+
+
+def _draft(text: str) -> MessageDraft:
+    return MessageDraft(
+        id=str(uuid.uuid4()), role=Role.USER, content=text, tokens=3, created_at=datetime.now(UTC)
+    )
+
+
+def test_an_append_does_not_wait_for_an_open_append_to_another_session(shared_url: str) -> None:
+    """Writers to distinct sessions share nothing an append locks (no counter row, no shared
+    row of the project, the sessions' indexes take no locks): with an append to session `a`
+    held open just before its COMMIT, an append to session `b` of the same project commits."""
+    holder = _PausingStore(shared_url)
+    other = _LockTimeoutStore(shared_url, min_size=1, max_size=2)
+    try:
+        now = datetime.now(UTC)
+        a = holder.create_session(NewSession(project="p", key="a"), now=now)
+        b = holder.create_session(NewSession(project="p", key="b"), now=now)
+        holder.hold.set()
+        held = ThreadPoolExecutor(max_workers=1).submit(
+            holder.append_messages, a.id, [_draft("held open")], now=now
+        )
+        assert holder.paused.wait(timeout=60)
+
+        (stored,) = other.append_messages(b.id, [_draft("not blocked")], now=now)
+
+        assert stored.seq == 1
+        assert [m.content for m in other.read_messages(b.id)] == ["not blocked"]
+        assert other.read_messages(a.id) == []  # `a`'s append is still open: not visible yet
+        holder.release.set()
+        assert [m.seq for m in held.result(timeout=60)] == [1]
+        assert [m.content for m in other.read_messages(a.id)] == ["held open"]
+    finally:
+        holder.release.set()
+        holder.close()
+        other.close()
+
+
+def test_an_append_to_the_same_session_does_wait_for_the_open_one(shared_url: str) -> None:
+    """The check above can fail: an append to the session whose append is held open queues
+    on its row lock (here: gives up after the lock timeout)."""
+    holder = _PausingStore(shared_url)
+    other = _LockTimeoutStore(shared_url, min_size=1, max_size=2)
+    other_fast = type("Fast", (_LockTimeoutStore,), {"LOCK_TIMEOUT": "100ms"})
+    impatient = other_fast(shared_url, min_size=1, max_size=1)
+    try:
+        now = datetime.now(UTC)
+        a = holder.create_session(NewSession(project="p", key="a"), now=now)
+        holder.hold.set()
+        held = ThreadPoolExecutor(max_workers=1).submit(
+            holder.append_messages, a.id, [_draft("held open")], now=now
+        )
+        assert holder.paused.wait(timeout=60)
+
+        with pytest.raises(BackendUnavailable, match="lock timeout"):
+            impatient.append_messages(a.id, [_draft("queued")], now=now)
+
+        holder.release.set()
+        held.result(timeout=60)
+        (after,) = other.append_messages(a.id, [_draft("after")], now=now)
+        assert after.seq == 2
+    finally:
+        holder.release.set()
+        holder.close()
+        other.close()
+        impatient.close()

@@ -12,6 +12,7 @@ JSON as text; PostgreSQL has `timestamptz` and `jsonb`, which the driver convert
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,7 +87,8 @@ INSERT_SESSION = (
     "INSERT INTO sessions (id, key, project, subject, kind, title, phase, status,"
     " created_at, updated_at, expires_at, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)"
 )
-INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+MESSAGE_ROW = f"({', '.join('?' * 14)})"
+INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES {MESSAGE_ROW}"
 IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 18)})"
 SELECT_MESSAGES_BY_ID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id IN "  # then `placeholders(len(ids))`; message ids are scoped to their session
 FIND_BY_KEY = (
@@ -297,6 +299,23 @@ def summary_from_row(row: Row, d: Dialect) -> SummaryCheckpoint:
         method=row["method"],
         created_at=d.decode_ts(row["created_at"]),
     )
+
+
+ROWS_PER_INSERT = 500
+"""Most message rows one INSERT writes (7,000 parameters: under SQLite's 32,766 and
+PostgreSQL's 65,535)."""
+
+
+@functools.lru_cache(maxsize=64)
+def insert_messages_query(rows: int) -> str:
+    """One INSERT of `rows` messages (`message_params` of each, flattened, in order).
+
+    A batch is written as one statement per `ROWS_PER_INSERT` rows, not one execution per row:
+    on SQLite each execution of a statement whose trigger writes the full-text index opens a
+    statement savepoint, and FTS5 flushes its pending terms to a new index segment at every
+    savepoint — so a row per execution made a segment per message (and the merges that follow),
+    five times the cost of the rows themselves. One statement flushes once."""
+    return f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES " + ", ".join([MESSAGE_ROW] * rows)
 
 
 def placeholders(count: int) -> str:

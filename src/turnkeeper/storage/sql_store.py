@@ -228,15 +228,25 @@ class SQLStore(sql.SQLReads):
                 target, drafts, stored, expected_last_seq=expected_last_seq, now=now
             )
             if plan.added:
-                params = [sql.message_params(session_id, m.seq, m, d) for m in plan.added]
-                if len(params) == 1:  # the common case; executemany's set-up costs more
-                    tx.execute(sql.INSERT_MESSAGE, params[0])
-                else:
-                    tx.executemany(sql.INSERT_MESSAGE, params)
+                self._insert_messages(
+                    tx, [sql.message_params(session_id, m.seq, m, d) for m in plan.added]
+                )
                 tx.execute(sql.ADD_TOTALS, plan.totals_params(session_id, now, d))
                 if plan.traces:
                     tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
         return plan.result
+
+    @staticmethod
+    def _insert_messages(tx: Executor, rows: Sequence[Sequence[Any]], *, suffix: str = "") -> int:
+        """Insert message rows (`sql.message_params`) in statements of up to
+        `sql.ROWS_PER_INSERT` rows each (see `sql.insert_messages_query` for why not
+        `executemany`); how many rows were inserted."""
+        added = 0
+        for start in range(0, len(rows), sql.ROWS_PER_INSERT):
+            chunk = rows[start : start + sql.ROWS_PER_INSERT]
+            query = sql.insert_messages_query(len(chunk)) + suffix
+            added += max(tx.execute(query, [value for row in chunk for value in row]).rowcount, 0)
+        return added
 
     # -- agent states and summary checkpoints -----------------------------------------------
 
@@ -304,15 +314,11 @@ class SQLStore(sql.SQLReads):
                     f"cannot import session {session.id}: key {session.key!r} is held by"
                     f" another live session of project {session.project!r}"
                 )
-            added = 0
-            if messages:
-                added = max(
-                    tx.executemany(
-                        sql.INSERT_MESSAGE + " ON CONFLICT DO NOTHING",
-                        [sql.message_params(session.id, m.seq, m, d) for m in messages],
-                    ).rowcount,
-                    0,
-                )
+            added = self._insert_messages(
+                tx,
+                [sql.message_params(session.id, m.seq, m, d) for m in messages],
+                suffix=" ON CONFLICT DO NOTHING",
+            )
             if traces:
                 tx.executemany(sql.INSERT_TRACE, sql.trace_params(session.id, traces))
             if added:

@@ -392,9 +392,27 @@ def api_key_params(key: ApiKey, secret_hash: str, d: Dialect) -> tuple[Any, ...]
 # -- domain values → parameters ---------------------------------------------------------------
 
 
+def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> list[tuple[Any, ...]]:
+    """`message_params` of each message at its own seq. The messages of one append share
+    their time, so it is encoded once, not once a message."""
+    last: tuple[datetime, Any] | None = None
+    rows = []
+    for message in messages:
+        if last is None or last[0] is not message.created_at:
+            last = (message.created_at, d.encode_ts(message.created_at))
+        rows.append(message_params(session_id, message.seq, message, d, created_at=last[1]))
+    return rows
+
+
 def message_params(
-    session_id: str, seq: int, message: MessageDraft | Message, d: Dialect
+    session_id: str,
+    seq: int,
+    message: MessageDraft | Message,
+    d: Dialect,
+    *,
+    created_at: Any = None,
 ) -> tuple[Any, ...]:
+    """The parameters of `INSERT_MESSAGE` (`created_at`: the message's time already encoded)."""
     usage = message.usage
     return (
         message.id,
@@ -404,7 +422,7 @@ def message_params(
         message.author,
         message.content,
         message.internal,
-        d.encode_ts(message.created_at),
+        d.encode_ts(message.created_at) if created_at is None else created_at,
         message.tokens,
         usage.input_tokens if usage else None,
         usage.output_tokens if usage else None,

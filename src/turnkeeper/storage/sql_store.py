@@ -228,9 +228,7 @@ class SQLStore(sql.SQLReads):
                 target, drafts, stored, expected_last_seq=expected_last_seq, now=now
             )
             if plan.added:
-                self._insert_messages(
-                    tx, [sql.message_params(session_id, m.seq, m, d) for m in plan.added]
-                )
+                self._insert_messages(tx, sql.message_rows(session_id, plan.added, d))
                 tx.execute(sql.ADD_TOTALS, plan.totals_params(session_id, now, d))
                 if plan.traces:
                     tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
@@ -315,9 +313,7 @@ class SQLStore(sql.SQLReads):
                     f" another live session of project {session.project!r}"
                 )
             added = self._insert_messages(
-                tx,
-                [sql.message_params(session.id, m.seq, m, d) for m in messages],
-                suffix=" ON CONFLICT DO NOTHING",
+                tx, sql.message_rows(session.id, messages, d), suffix=" ON CONFLICT DO NOTHING"
             )
             if traces:
                 tx.executemany(sql.INSERT_TRACE, sql.trace_params(session.id, traces))

@@ -62,11 +62,18 @@ def _clean(value: Any, depth: int = 0) -> bool:
         return math.isfinite(value)
     if depth >= 32:
         return False
+    # Loops rather than `all(generator)`, and strings checked in line: metadata is walked on
+    # every append, and it is mostly a few string keys and values.
     if kind is dict:
-        return all(
-            type(key) is str and _clean(key) and _clean(item, depth + 1)
-            for key, item in value.items()
-        )
+        for key, item in value.items():
+            if type(key) is not str or "\x00" in key or not (key.isascii() or _encodes(key)):
+                return False
+            if type(item) is str:
+                if "\x00" in item or not (item.isascii() or _encodes(item)):
+                    return False
+            elif not _clean(item, depth + 1):
+                return False
+        return True
     if kind is list:
         return all(_clean(item, depth + 1) for item in value)
     return False
@@ -240,9 +247,10 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
             raise InvalidMessage("tool_call_id", "a tool message must name the call it answers")
     elif message.tool_call_id is not None:
         raise InvalidMessage("tool_call_id", "only tool messages answer a tool call")
-    if not content.strip() and role in (Role.USER, Role.SYSTEM):
+    blank = not content or content.isspace()  # `not content.strip()`, without a copy
+    if blank and role in (Role.USER, Role.SYSTEM):
         raise InvalidMessage("content", f"must not be empty for a {role.value} message")
-    if not content.strip() and role is Role.ASSISTANT and not tool_calls:
+    if blank and role is Role.ASSISTANT and not tool_calls:
         raise InvalidMessage(
             "content", "must not be empty for an assistant message without tool calls"
         )

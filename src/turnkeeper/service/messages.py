@@ -17,6 +17,7 @@ from datetime import datetime
 from turnkeeper.context.formats import wire_name
 from turnkeeper.errors import InvalidInput, SessionNotFound
 from turnkeeper.service.core import Core, SessionRef
+from turnkeeper.tokens import TokenCounter
 from turnkeeper.types import (
     JSONObject,
     Message,
@@ -57,11 +58,13 @@ class Messages(Core):
 
     def draft(self, message: NewMessage) -> MessageDraft:
         """Validate a message and count its tokens (once, with the store's encoding)."""
-        return self._draft(message, self._clock(), None)
+        return self._draft(message, self._clock(), None, self.counter)
 
-    def _draft(self, message: NewMessage, now: datetime, new_id: str | None) -> MessageDraft:
+    def _draft(
+        self, message: NewMessage, now: datetime, new_id: str | None, counter: TokenCounter
+    ) -> MessageDraft:
         """`draft`, at `now`, with `new_id` as the id when the message has none (a fresh
-        random id when that is None too)."""
+        random id when that is None too), counted by `counter` (looked up once a batch)."""
         clean = check_message(message, max_bytes=self.settings.max_message_bytes)
         role = clean.role if type(clean.role) is Role else Role(clean.role)
         tool_calls = tuple(clean.tool_calls) if clean.tool_calls is not None else None
@@ -69,10 +72,10 @@ class Messages(Core):
             id=clean.id or new_id or str(uuid.uuid4()),
             role=role,
             content=clean.content,
-            tokens=self.counter.count_message(
+            tokens=counter.count_message(
                 role.value,
                 clean.content,
-                name=wire_name(role, clean.author),
+                name=wire_name(role, clean.author) if clean.author else None,
                 tool_calls=tool_calls,
                 tool_call_id=clean.tool_call_id,
             ),
@@ -131,10 +134,11 @@ class Messages(Core):
         # made at once: `uuid.uuid4()` per message was a tenth of a large append.
         now = self._clock()
         ids = new_ids(len(batch))
+        counter = self.counter
         drafts = []
         for index, message in enumerate(batch):
             try:
-                drafts.append(self._draft(message, now, ids[index]))
+                drafts.append(self._draft(message, now, ids[index], counter))
             except InvalidInput as exc:
                 if session is None:  # a missing session is reported before a bad message
                     self.get_session(ref, project=project)

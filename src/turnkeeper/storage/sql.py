@@ -301,6 +301,10 @@ def summary_from_row(row: Row, d: Dialect) -> SummaryCheckpoint:
     )
 
 
+IDS_PER_SELECT = 5_000
+"""Most message ids one `SELECT_MESSAGES_BY_ID` looks up: PostgreSQL takes at most 65,535
+parameters a statement, so a larger batch is looked up in parts."""
+
 ROWS_PER_INSERT = 500
 """Most message rows one INSERT writes (7,000 parameters: under SQLite's 32,766 and
 PostgreSQL's 65,535)."""

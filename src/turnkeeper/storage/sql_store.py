@@ -220,10 +220,7 @@ class SQLStore(sql.SQLReads):
             if row is None:
                 raise SessionNotFound(session_id)
             target = sql.append_target_from_row(row, d)
-            rows = tx.execute(
-                sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), [session_id, *ids]
-            ).fetchall()
-            stored = {row["id"]: sql.message_from_row(row, d) for row in rows}
+            stored = self._stored_messages(tx, session_id, ids)
             plan = sql.plan_append(
                 target, drafts, stored, expected_last_seq=expected_last_seq, now=now
             )
@@ -233,6 +230,18 @@ class SQLStore(sql.SQLReads):
                 if plan.traces:
                     tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
         return plan.result
+
+    def _stored_messages(
+        self, tx: Executor, session_id: str, ids: Sequence[str]
+    ) -> dict[str, Message]:
+        """The messages of the session with these ids, by id (`sql.IDS_PER_SELECT` a query)."""
+        stored = {}
+        for start in range(0, len(ids), sql.IDS_PER_SELECT):
+            part = ids[start : start + sql.IDS_PER_SELECT]
+            query = sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(part))
+            for row in tx.execute(query, [session_id, *part]).fetchall():
+                stored[row["id"]] = sql.message_from_row(row, self.dialect)
+        return stored
 
     @staticmethod
     def _insert_messages(tx: Executor, rows: Sequence[Sequence[Any]], *, suffix: str = "") -> int:

@@ -4,10 +4,13 @@ resolves as before, and errors keep their order."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from turnkeeper.errors import InvalidInput, SessionNotFound
 from turnkeeper.service import Turnkeeper
+from turnkeeper.types import NewMessage
 
 
 def test_an_append_by_id_and_by_session_lands_in_that_session(tk: Turnkeeper) -> None:
@@ -48,3 +51,13 @@ def test_a_session_of_another_project_is_not_found_by_id_with_a_project(tk: Turn
     with pytest.raises(SessionNotFound):
         tk.append(session.id, "user", "hello", project="default")
     assert tk.get_session(session.id).message_count == 0
+
+
+def test_a_batch_is_appended_at_one_instant_with_distinct_v4_ids(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    stored = tk.append_many(session, [NewMessage(role="user", content=f"m {n}") for n in range(50)])
+    assert len({m.created_at for m in stored}) == 1
+    ids = [uuid.UUID(m.id) for m in stored]
+    assert len(set(ids)) == 50
+    assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+    assert [str(i) for i in ids] == [m.id for m in stored]

@@ -12,7 +12,7 @@ from tests.conftest import Clock
 from turnkeeper.errors import InvalidInput, SessionNotFound
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.search import SearchHit, SnippetPart
-from turnkeeper.types import Role
+from turnkeeper.types import NewMessage, Role
 
 
 def _found(hits: list[SearchHit]) -> list[tuple[str | None, int]]:
@@ -148,6 +148,21 @@ def test_the_index_follows_undo_reset_delete_and_import(tk: Turnkeeper, tmp_path
     assert tk.search("fado", project="a") == []
     assert tk.store.import_session(exported, messages) == 1
     assert _found(tk.search("fado", project="a")) == [("moved", 1)]
+
+
+def test_every_message_of_a_large_batch_is_found(tk: Turnkeeper) -> None:
+    s = tk.create_session(key="bulk")
+    words = ["azulejo", "bacalhau", "fado"]
+    tk.append_many(
+        s, [NewMessage(role="user", content=f"{words[n % 3]} number {n}") for n in range(1_234)]
+    )
+    for index, word in enumerate(words):
+        found = [
+            hit.seq
+            for offset in range(0, 500, 100)
+            for hit in tk.search(word, offset=offset, limit=100)
+        ]
+        assert sorted(found) == list(range(index + 1, 1_235, 3))
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,45 @@ def _plainly_json(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _clean(value: Any, depth: int = 0) -> bool:
+    """True when `value` is plainly JSON (as `_plainly_json`) and every string in it, keys
+    included, is storable (as `check_storable`): one walk, with no field names built, for
+    the common case of good input. False means "not sure": the precise checks then run and
+    name the problem."""
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value and (value.isascii() or _encodes(value))
+    if kind in _PLAIN_LEAVES:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= 32:
+        return False
+    # Loops rather than `all(generator)`, and strings checked in line: metadata is walked on
+    # every append, and it is mostly a few string keys and values.
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or "\x00" in key or not (key.isascii() or _encodes(key)):
+                return False
+            if type(item) is str:
+                if "\x00" in item or not (item.isascii() or _encodes(item)):
+                    return False
+            elif not _clean(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return all(_clean(item, depth + 1) for item in value)
+    return False
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _unstorable(text: str) -> str | None:
     """Why `text` cannot be stored as is on every backend, or None if it can."""
     nul = text.find("\x00")
@@ -117,6 +156,8 @@ def check_metadata(
     """A JSON object (dict with string keys whose values JSON can encode)."""
     if value is None:
         return {}
+    if type(value) is dict and _clean(value):
+        return dict(value)
     if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
         raise error(field, f"must be a JSON object, got {type(value).__name__}")
     try:
@@ -149,10 +190,14 @@ def check_phase(value: Phase | str | None) -> Phase | None:
         raise InvalidInput("phase", f"unknown phase {value!r}; choose one of {names}") from None
 
 
+_ROLE_OF: dict[Any, Role] = {role.value: role for role in Role}
+"""A dict lookup (a `Role` is its own value's key): far cheaper than `Role(value)`."""
+
+
 def check_role(value: Role | str) -> Role:
     try:
-        return Role(value)
-    except ValueError:
+        return _ROLE_OF[value]
+    except (KeyError, TypeError):
         raise InvalidMessage("role", f"unknown role {value!r}; choose one of {_ROLES}") from None
 
 
@@ -183,8 +228,13 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
     content = message.content
     if not isinstance(content, str):
         raise InvalidMessage("content", f"must be text, got {type(content).__name__}")
-    check_storable("content", content, error=InvalidMessage)
-    size = len(content.encode("utf-8"))
+    if content.isascii():  # the common case: one byte a character, nothing to encode
+        size = len(content)
+        if "\x00" in content:
+            check_storable("content", content, error=InvalidMessage)
+    else:
+        check_storable("content", content, error=InvalidMessage)
+        size = len(content.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLarge("content", f"is {size} bytes; the limit is {max_bytes} bytes")
     tool_calls = None
@@ -197,9 +247,10 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
             raise InvalidMessage("tool_call_id", "a tool message must name the call it answers")
     elif message.tool_call_id is not None:
         raise InvalidMessage("tool_call_id", "only tool messages answer a tool call")
-    if not content.strip() and role in (Role.USER, Role.SYSTEM):
+    blank = not content or content.isspace()  # `not content.strip()`, without a copy
+    if blank and role in (Role.USER, Role.SYSTEM):
         raise InvalidMessage("content", f"must not be empty for a {role.value} message")
-    if not content.strip() and role is Role.ASSISTANT and not tool_calls:
+    if blank and role is Role.ASSISTANT and not tool_calls:
         raise InvalidMessage(
             "content", "must not be empty for an assistant message without tool calls"
         )
@@ -207,8 +258,10 @@ def check_message(message: NewMessage, *, max_bytes: int) -> NewMessage:
         not isinstance(message.author, str) or len(message.author) > 200
     ):
         raise InvalidMessage("author", "must be text of at most 200 characters")
-    check_storable("author", message.author, error=InvalidMessage)
-    check_storable("tool_call_id", message.tool_call_id, error=InvalidMessage)
+    if message.author is not None:
+        check_storable("author", message.author, error=InvalidMessage)
+    if message.tool_call_id is not None:
+        check_storable("tool_call_id", message.tool_call_id, error=InvalidMessage)
     check_name("id", message.id, error=InvalidMessage)
     if not isinstance(message.internal, bool):
         raise InvalidMessage("internal", "must be true or false")

@@ -21,6 +21,7 @@ from tests.conftest import Clock, run_async
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
 from turnkeeper.adapters import MissingExtra, TurnkeeperSession
+from turnkeeper.errors import InvalidInput
 from turnkeeper.service import Turnkeeper
 from turnkeeper.service.aio import AsyncTurnkeeper, Workers
 from turnkeeper.types import Role
@@ -96,6 +97,48 @@ def test_the_audit_trail_reads_as_a_conversation(tk: Turnkeeper) -> None:
     )  # fmt: skip
     assert (history[6].tool_call_id, history[6].content) == ("call_1", '{"temp_c": -3}')
     assert history[8].content == "It is -3 °C in Oslo."
+
+
+def test_a_large_add_comes_back_exactly_counted_and_searchable(tk: Turnkeeper) -> None:
+    items = [copy.deepcopy(ITEMS[n % len(ITEMS)]) for n in range(1_203)]
+    session = TurnkeeperSession("bulk", tk)
+    run(session.add_items(items))
+    assert [json.dumps(item) for item in run(session.get_items())] == [
+        json.dumps(item) for item in items
+    ]
+    history = tk.history("bulk")
+    assert [m.seq for m in history] == list(range(1, 1_204))
+    assert len({m.id for m in history}) == 1_203
+    for message in history[: len(ITEMS)]:
+        expected = tk.counter.count_message(
+            message.role.value,
+            message.content,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+        )
+        assert message.tokens == expected
+    assert len(tk.search("Oslo", session="bulk", limit=100)) == 100
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "problem"),
+    [
+        ({"role": "user", "content": "nul \x00 here"}, "messages[700].content", "NUL"),
+        ({"role": "user", "content": "a\ud800"}, "messages[700].content", "surrogate"),
+        ({"role": "user", "content": "   "}, "messages[700].content", "empty"),
+    ],
+)
+def test_an_invalid_item_in_a_large_add_stores_nothing_and_names_it(
+    tk: Turnkeeper, bad: dict[str, Any], field: str, problem: str
+) -> None:
+    session = TurnkeeperSession("strict", tk)
+    run(session.add_items([{"role": "user", "content": "kept"}]))
+    items = [{"role": "user", "content": f"item {n}"} for n in range(1_000)]
+    items[700] = bad
+    with pytest.raises(InvalidInput) as raised:
+        run(session.add_items(items))
+    assert raised.value.field == field and problem in raised.value.problem
+    assert [m.content for m in tk.history("strict")] == ["kept"]
 
 
 async def _script(session: Session) -> list[Any]:

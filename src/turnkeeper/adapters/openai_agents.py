@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from turnkeeper.adapters import MissingExtra
@@ -195,7 +195,7 @@ def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
 
 def item_to_message(item: TResponseInputItem) -> NewMessage:
     """The turnkeeper message that stores `item`: readable, and carrying the item exactly."""
-    raw: dict[str, Any] = dict(item)
+    raw: Mapping[str, Any] = item
     metadata = {ITEM_KEY: json.dumps(item)}
     kind = raw.get("type", "message")
     role = raw.get("role")
@@ -246,6 +246,6 @@ def _function_call(call: JSONObject) -> dict[str, Any]:
     }
 
 
-def _arguments(raw: dict[str, Any]) -> str:
+def _arguments(raw: Mapping[str, Any]) -> str:
     value = raw.get("arguments", raw.get("input", ""))
     return value if isinstance(value, str) else json.dumps(value)

@@ -17,12 +17,15 @@ from turnkeeper.records import from_ts_or_none as from_ts_or_none
 from turnkeeper.records import to_ts as to_ts
 from turnkeeper.records import to_ts_or_none as to_ts_or_none
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+"""`json.dumps` with these options builds an encoder per call; one, reused, does not."""
+
 
 def dump_json(value: Any) -> str:
     """Canonical JSON text. The empty object (most messages' metadata) skips the encoder."""
     if type(value) is dict and not value:
         return "{}"
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return _ENCODER.encode(value)
 
 
 def load_json(value: Any) -> Any:

@@ -12,6 +12,7 @@ JSON as text; PostgreSQL has `timestamptz` and `jsonb`, which the driver convert
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -83,7 +84,8 @@ INSERT_SESSION = (
     "INSERT INTO sessions (id, key, project, subject, kind, title, phase, status,"
     " created_at, updated_at, expires_at, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)"
 )
-INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+MESSAGE_ROW = f"({', '.join('?' * 14)})"
+INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES {MESSAGE_ROW}"
 IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 18)})"
 SELECT_MESSAGES_BY_ID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id IN "  # then `placeholders(len(ids))`; message ids are scoped to their session
 FIND_BY_KEY = (
@@ -296,6 +298,27 @@ def summary_from_row(row: Row, d: Dialect) -> SummaryCheckpoint:
     )
 
 
+IDS_PER_SELECT = 5_000
+"""Most message ids one `SELECT_MESSAGES_BY_ID` looks up: PostgreSQL takes at most 65,535
+parameters a statement, so a larger batch is looked up in parts."""
+
+ROWS_PER_INSERT = 500
+"""Most message rows one INSERT writes (7,000 parameters: under SQLite's 32,766 and
+PostgreSQL's 65,535)."""
+
+
+@functools.lru_cache(maxsize=64)
+def insert_messages_query(rows: int) -> str:
+    """One INSERT of `rows` messages (`message_params` of each, flattened, in order).
+
+    A batch is written as one statement per `ROWS_PER_INSERT` rows, not one execution per row:
+    on SQLite each execution of a statement whose trigger writes the full-text index opens a
+    statement savepoint, and FTS5 flushes its pending terms to a new index segment at every
+    savepoint — so a row per execution made a segment per message (and the merges that follow),
+    five times the cost of the rows themselves. One statement flushes once."""
+    return f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES " + ", ".join([MESSAGE_ROW] * rows)
+
+
 def placeholders(count: int) -> str:
     return f"({', '.join('?' * count)})"
 
@@ -370,9 +393,27 @@ def api_key_params(key: ApiKey, secret_hash: str, d: Dialect) -> tuple[Any, ...]
 # -- domain values → parameters ---------------------------------------------------------------
 
 
+def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> list[tuple[Any, ...]]:
+    """`message_params` of each message at its own seq. The messages of one append share
+    their time, so it is encoded once, not once a message."""
+    last: tuple[datetime, Any] | None = None
+    rows = []
+    for message in messages:
+        if last is None or last[0] is not message.created_at:
+            last = (message.created_at, d.encode_ts(message.created_at))
+        rows.append(message_params(session_id, message.seq, message, d, created_at=last[1]))
+    return rows
+
+
 def message_params(
-    session_id: str, seq: int, message: MessageDraft | Message, d: Dialect
+    session_id: str,
+    seq: int,
+    message: MessageDraft | Message,
+    d: Dialect,
+    *,
+    created_at: Any = None,
 ) -> tuple[Any, ...]:
+    """The parameters of `INSERT_MESSAGE` (`created_at`: the message's time already encoded)."""
     usage = message.usage
     return (
         message.id,
@@ -382,7 +423,7 @@ def message_params(
         message.author,
         message.content,
         message.internal,
-        d.encode_ts(message.created_at),
+        d.encode_ts(message.created_at) if created_at is None else created_at,
         message.tokens,
         usage.input_tokens if usage else None,
         usage.output_tokens if usage else None,

@@ -220,23 +220,40 @@ class SQLStore(sql.SQLReads):
             if row is None:
                 raise SessionNotFound(session_id)
             target = sql.append_target_from_row(row, d)
-            rows = tx.execute(
-                sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(ids)), [session_id, *ids]
-            ).fetchall()
-            stored = {row["id"]: sql.message_from_row(row, d) for row in rows}
+            stored = self._stored_messages(tx, session_id, ids)
             plan = sql.plan_append(
                 target, drafts, stored, expected_last_seq=expected_last_seq, now=now
             )
             if plan.added:
-                params = [sql.message_params(session_id, m.seq, m, d) for m in plan.added]
-                if len(params) == 1:  # the common case; executemany's set-up costs more
-                    tx.execute(sql.INSERT_MESSAGE, params[0])
-                else:
-                    tx.executemany(sql.INSERT_MESSAGE, params)
+                self._insert_messages(tx, sql.message_rows(session_id, plan.added, d))
                 tx.execute(sql.ADD_TOTALS, sql.totals_params(plan, session_id, now, d))
                 if plan.traces:
                     tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
         return plan.result
+
+    def _stored_messages(
+        self, tx: Executor, session_id: str, ids: Sequence[str]
+    ) -> dict[str, Message]:
+        """The messages of the session with these ids, by id (`sql.IDS_PER_SELECT` a query)."""
+        stored = {}
+        for start in range(0, len(ids), sql.IDS_PER_SELECT):
+            part = ids[start : start + sql.IDS_PER_SELECT]
+            query = sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(part))
+            for row in tx.execute(query, [session_id, *part]).fetchall():
+                stored[row["id"]] = sql.message_from_row(row, self.dialect)
+        return stored
+
+    @staticmethod
+    def _insert_messages(tx: Executor, rows: Sequence[Sequence[Any]], *, suffix: str = "") -> int:
+        """Insert message rows (`sql.message_params`) in statements of up to
+        `sql.ROWS_PER_INSERT` rows each (see `sql.insert_messages_query` for why not
+        `executemany`); how many rows were inserted."""
+        added = 0
+        for start in range(0, len(rows), sql.ROWS_PER_INSERT):
+            chunk = rows[start : start + sql.ROWS_PER_INSERT]
+            query = sql.insert_messages_query(len(chunk)) + suffix
+            added += max(tx.execute(query, [value for row in chunk for value in row]).rowcount, 0)
+        return added
 
     # -- agent states and summary checkpoints -----------------------------------------------
 
@@ -304,15 +321,9 @@ class SQLStore(sql.SQLReads):
                     f"cannot import session {session.id}: key {session.key!r} is held by"
                     f" another live session of project {session.project!r}"
                 )
-            added = 0
-            if messages:
-                added = max(
-                    tx.executemany(
-                        sql.INSERT_MESSAGE + " ON CONFLICT DO NOTHING",
-                        [sql.message_params(session.id, m.seq, m, d) for m in messages],
-                    ).rowcount,
-                    0,
-                )
+            added = self._insert_messages(
+                tx, sql.message_rows(session.id, messages, d), suffix=" ON CONFLICT DO NOTHING"
+            )
             if traces:
                 tx.executemany(sql.INSERT_TRACE, sql.trace_params(session.id, traces))
             if added:

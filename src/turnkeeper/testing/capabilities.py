@@ -436,6 +436,14 @@ class TransferContract:
         assert [m.seq for m in store.read_messages(session.id)] == [1, 2, 3, 4]
         assert store.get_session(session.id).message_count == 4
 
+    def test_a_large_import_again_adds_only_what_is_new(self, store: _Transfer) -> None:
+        session = self._exported()
+        assert store.import_session(session, self._messages(session.id, *range(1, 1_201))) == 1_200
+        again = self._messages(session.id, *range(1, 2_001))
+        assert store.import_session(session, again) == 800
+        assert store.read_messages(session.id) == again
+        assert store.get_session(session.id).message_count == 2_000
+
     def test_an_imported_session_is_a_normal_one_afterwards(self, store: _Transfer) -> None:
         session = self._exported()
         store.import_session(session, self._messages(session.id, 1, 2))

@@ -298,6 +298,20 @@ class StoreContract:
         assert (after.usage_input_tokens, after.usage_output_tokens) == (100, 20)
         assert after.updated_at == LATER and after.version > session.version
 
+    def test_a_batch_of_thousands_is_stored_whole_in_order_with_its_totals(
+        self, store: Store
+    ) -> None:
+        session = store.create_session(new_session(), now=NOW)
+        store.append_messages(session.id, [draft("first")], now=NOW)
+        batch = [draft(f"message {n}", tokens=n % 7 + 1) for n in range(2_345)]
+        stored = store.append_messages(session.id, batch, now=LATER)
+        assert [m.seq for m in stored] == list(range(2, 2_347))
+        assert [m.id for m in stored] == [d.id for d in batch]
+        assert store.read_messages(session.id, from_seq=2) == stored
+        after = store.get_session(session.id)
+        assert (after.message_count, after.last_seq) == (2_346, 2_346)
+        assert after.stored_tokens == 3 + sum(d.tokens for d in batch)
+
     def test_an_empty_append_stores_nothing_and_returns_nothing(self, store: Store) -> None:
         session = store.create_session(new_session(), now=NOW)
         assert store.append_messages(session.id, [], now=LATER) == []

@@ -214,26 +214,12 @@ class PostgresStore(SQLStore, PostgresSearch):
             asyncio.AbstractEventLoop, asyncio.Task[AsyncPool]
         ] = weakref.WeakKeyDictionary()
         self._async_guard = threading.Lock()
-        self._pool = ConnectionPool(
+        self._pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
             url,
-            min_size=min_size,
-            max_size=max_size,
-            # Fail fast while the database is away: a request waits `pool_timeout` for a
-            # connection at most (then 503), every connection is checked as it is handed out
-            # (so one left broken by a restart is replaced, not given to a request), and a
-            # failing reconnection gives up after about a connection attempt, so the next
-            # request starts a fresh one instead of waiting out an ever longer back-off.
-            timeout=pool_timeout,
             check=ConnectionPool.check_connection,
-            reconnect_timeout=connect_seconds,
-            kwargs={
-                "autocommit": True,
-                "row_factory": dict_row,
-                "connect_timeout": connect_seconds,
-            },
             configure=self._configure,
-            open=False,
             name=f"turnkeeper:{self.url}",
+            **self._pool_options(),
         )
         with self._mapped_errors():
             # One plain connection first: an unreachable server is one clear error now,
@@ -246,6 +232,28 @@ class PostgresStore(SQLStore, PostgresSearch):
             self._pool.close()
             raise
 
+    def _pool_options(self) -> dict[str, Any]:
+        """What the blocking and the async pool share: sizes, timeouts, connection settings.
+
+        Fail fast while the database is away: a request waits `pool_timeout` for a connection
+        at most (then 503), every connection is checked as it is handed out (so one left broken
+        by a restart is replaced, not given to a request), and a failing reconnection gives up
+        after about a connection attempt, so the next request starts a fresh one instead of
+        waiting out an ever longer back-off."""
+        pool_timeout, connect_seconds = self._timeouts
+        return {
+            "min_size": self._sizes[0],
+            "max_size": self._sizes[1],
+            "timeout": pool_timeout,
+            "reconnect_timeout": connect_seconds,
+            "kwargs": {
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": connect_seconds,
+            },
+            "open": False,
+        }
+
     @staticmethod
     def _configure(conn: psycopg.Connection[DictRow]) -> None:
         conn.execute("SET TIME ZONE 'UTC'")
@@ -256,22 +264,13 @@ class PostgresStore(SQLStore, PostgresSearch):
 
     async def _open_async_pool(self) -> AsyncPool:
         """An async pool for the running loop, with the blocking pool's sizes and timeouts."""
-        pool_timeout, connect_seconds = self._timeouts
+        connect_seconds = self._timeouts[1]
         pool: AsyncPool = AsyncConnectionPool(
             self._conninfo,
-            min_size=self._sizes[0],
-            max_size=self._sizes[1],
-            timeout=pool_timeout,
             check=AsyncConnectionPool.check_connection,
-            reconnect_timeout=connect_seconds,
-            kwargs={
-                "autocommit": True,
-                "row_factory": dict_row,
-                "connect_timeout": connect_seconds,
-            },
             configure=self._configure_async,
-            open=False,
             name=f"turnkeeper-async:{self.url}",
+            **self._pool_options(),
         )
         try:
             await pool.open(wait=True, timeout=connect_seconds)

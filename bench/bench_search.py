@@ -186,6 +186,52 @@ def catch_up_costs(root: Path, sizes: list[int]) -> list[str]:
     return [*lines, ""]
 
 
+def postgres_appends(count: int, round_size: int = 50) -> list[str]:
+    """PostgreSQL's generated `tsvector` under a GIN index is computed by the append's INSERT:
+    turnkeeper on the schema before the index and on today's, taking turns in rounds."""
+    from turnkeeper.storage.postgres import PostgresStore
+
+    settings = load_settings(database_url="sqlite:///unused.db")
+    urls = [postgres_schema_url(), postgres_schema_url()]
+    writers = {
+        name: Turnkeeper(PostgresStore(next(url), target_version=version), settings)
+        for (name, version), url in zip(
+            (("plain", BEFORE_SEARCH), ("indexed", LAZY)), urls, strict=True
+        )
+    }
+    times: dict[str, list[float]] = {name: [] for name in writers}
+    sessions = {name: tk.create_session(key="bench") for name, tk in writers.items()}
+    for seq in range(0, count, round_size):
+        for name, tk in writers.items():
+            for i in range(seq, seq + round_size):
+                start = time.perf_counter()
+                tk.append(sessions[name].id, "user", f"{TEXT}{i}")
+                times[name].append(time.perf_counter() - start)
+    for tk in writers.values():
+        tk.close()
+    for url in urls:  # drop the schemas
+        next(url, None)
+    rate = {name: len(t) / sum(t) for name, t in times.items()}
+    return [
+        f"### PostgreSQL: what the index costs an append ({count} single appends each,"
+        " interleaved in rounds of 50)",
+        "",
+        "| | messages/s | p50 ms |",
+        "|---|---:|---:|",
+        *(
+            f"| turnkeeper `append`, {label} | {rate[name]:,.0f}"
+            f" | {percentile(times[name], 0.5) * 1e3:.3f} |"
+            for name, label in (
+                ("plain", "no full-text index (schema before step 7)"),
+                ("indexed", "the generated tsvector + GIN (today)"),
+            )
+        ),
+        "",
+        f"With the index / without: **{rate['indexed'] / rate['plain']:.2f}**",
+        "",
+    ]
+
+
 # -- 2. the corpus -----------------------------------------------------------------------------
 
 
@@ -326,6 +372,8 @@ def main() -> None:
         for synchronous in ("NORMAL", "FULL"):
             lines += append_table(interleaved_appends(root, appends, synchronous), synchronous)
         lines += catch_up_costs(root, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+        if not args.no_postgres:
+            lines += postgres_appends(appends)
         print("\n".join(lines), flush=True)
 
         backends: list[tuple[str, Callable[[], Iterator[str]]]] = [

@@ -364,7 +364,8 @@ def main() -> None:
     began = time.perf_counter()
     lines = [
         f"Search benchmarks of {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (`python"
-        f" bench/bench_search.py{' --quick' if args.quick else ''}`)",
+        f" bench/bench_search.py{' --quick' if args.quick else ''}"
+        f"{' --appends-only' if args.appends_only else ''}`)",
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,9 +2,12 @@
 
     .venv/bin/python bench/bench_search.py [--quick] [--messages N] [--sessions N]
 
-1. Append cost: single appends to one session, three writers taking turns in rounds of 50 —
-   raw sqlite3 (one INSERT + COMMIT, WAL), turnkeeper on a database without the full-text index
-   (the schema before it), and turnkeeper with it — so the index's share is read side by side.
+1. Append cost: single appends to one session at synchronous=NORMAL and FULL, four writers
+   taking turns in rounds of 50 — raw sqlite3 (one INSERT + COMMIT, WAL), and turnkeeper on
+   the schema without the full-text index (before step 7), with the index written by every
+   append (steps 7–9's trigger) and with the index caught up at the next search (step 10,
+   today) — so the index's share is read side by side. Then what the first search after n new
+   messages pays to index them, against the search after it.
 2. Search latency on each backend (SQLite, PostgreSQL) over 1,000,000 messages in 10,000
    sessions of 10 projects. The corpus is written straight into the tables (executemany in one
    transaction on SQLite, COPY on PostgreSQL) on the schema before the index, then the index
@@ -12,7 +15,7 @@
    run in one project (a tenth of the corpus), repeated; p50 and p95 are reported.
 
 Not part of `make bench` (it takes several minutes: see the README). Results go to
-bench/results/search.md. The machine is shared and noisy: read the ratios.
+bench/results/search.md (`--appends-only`: section 1 alone, to bench/results/search-appends.md). The machine is shared and noisy: read the ratios.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import io
 import itertools
 import random
 import sqlite3
+import statistics
 import tempfile
 import time
 import uuid
@@ -35,6 +39,7 @@ from turnkeeper.storage.migrations import MIGRATIONS
 from turnkeeper.storage.sqlite import SQLiteStore
 
 RESULTS = Path(__file__).parent / "results" / "search.md"
+APPENDS_RESULTS = RESULTS.with_name("search-appends.md")
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 TEXT = "The quick brown fox jumps over the lazy dog while we plan the trip to Lisbon. "
 START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -65,36 +70,47 @@ BEFORE_SEARCH = (
     next(m.version for m in MIGRATIONS if m.name == "full-text search of message content") - 1
 )
 """The schema version just before the full-text index."""
+LAZY = next(m.version for m in MIGRATIONS if m.name.startswith("full-text index catches up"))
+"""The schema version from which the index catches up at search instead of in every append."""
 
 
 # -- 1. what the index costs an append ---------------------------------------------------------
 
 
-def interleaved_appends(root: Path, count: int, round_size: int = 50) -> dict[str, list[float]]:
-    conn = sqlite3.connect(root / "raw.db", isolation_level=None)
+WRITERS = {
+    "plain": ("turnkeeper `append`, no full-text index (schema before step 7)", BEFORE_SEARCH),
+    "trigger": ("turnkeeper `append`, indexed in the append (steps 7–9's trigger)", LAZY - 1),
+    "lazy": ("turnkeeper `append`, indexed at the next search (step 10, today)", LAZY),
+}
+"""The turnkeeper writers of section 1: the same code on the schema of each version."""
+
+
+def interleaved_appends(
+    root: Path, count: int, synchronous: str, round_size: int = 50
+) -> dict[str, list[float]]:
+    """Raw sqlite3 and each of `WRITERS` taking turns in rounds, all at `synchronous`."""
+    conn = sqlite3.connect(root / f"raw-{synchronous}.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute(
         "CREATE TABLE messages (session_id TEXT, seq INTEGER, id TEXT UNIQUE, role TEXT,"
         " content TEXT, created_at TEXT, tokens INTEGER, PRIMARY KEY (session_id, seq))"
     )
     settings = load_settings(database_url=f"sqlite:///{root / 'unused.db'}")
-    # Both sides at the same durability: every commit waits for the disk (synchronous=FULL).
-    plain = Turnkeeper(
-        SQLiteStore(
-            f"sqlite:///{root / 'plain.db'}", synchronous="FULL", target_version=BEFORE_SEARCH
-        ),
-        settings,
-    )
-    indexed = Turnkeeper(
-        SQLiteStore(f"sqlite:///{root / 'indexed.db'}", synchronous="FULL"), settings
-    )
-    times: dict[str, list[float]] = {"raw": [], "plain": [], "indexed": []}
-    sessions = {
-        "plain": plain.create_session(key="bench"),
-        "indexed": indexed.create_session(key="bench"),
+    writers = {
+        name: Turnkeeper(
+            SQLiteStore(
+                f"sqlite:///{root / f'{name}-{synchronous}.db'}",
+                synchronous=synchronous,
+                target_version=version,
+            ),
+            settings,
+        )
+        for name, (_, version) in WRITERS.items()
     }
-    for name, tk in (("plain", plain), ("indexed", indexed)):  # load the tokenizer, warm up
+    times: dict[str, list[float]] = {"raw": [], **{name: [] for name in writers}}
+    sessions = {name: tk.create_session(key="bench") for name, tk in writers.items()}
+    for name, tk in writers.items():  # load the tokenizer, warm up
         tk.append(sessions[name].id, "user", "warm-up")
     seq = 0
     while seq < count:
@@ -109,15 +125,111 @@ def interleaved_appends(root: Path, count: int, round_size: int = 50) -> dict[st
             )  # fmt: skip
             conn.execute("COMMIT")
             times["raw"].append(time.perf_counter() - start)
-        for name, tk in (("plain", plain), ("indexed", indexed)):
+        for name, tk in writers.items():
             for i in range(seq - round_size + 1, seq + 1):
                 start = time.perf_counter()
                 tk.append(sessions[name].id, "user", f"{TEXT}{i}")
                 times[name].append(time.perf_counter() - start)
     conn.close()
-    plain.close()
-    indexed.close()
+    for tk in writers.values():
+        tk.close()
     return times
+
+
+def append_table(times: dict[str, list[float]], synchronous: str) -> list[str]:
+    rate = {name: len(t) / sum(t) for name, t in times.items()}
+    lines = [
+        f"### Append cost of the index ({len(times['raw'])} single appends each, SQLite,"
+        f" synchronous={synchronous}, interleaved in rounds of 50)",
+        "",
+        "| | messages/s | p50 ms | p99 ms | rate / raw |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    labels = {"raw": "raw sqlite3 (INSERT + COMMIT)"} | {n: w[0] for n, w in WRITERS.items()}
+    for name, label in labels.items():
+        t = times[name]
+        lines.append(
+            f"| {label} | {rate[name]:,.0f} | {percentile(t, 0.5) * 1e3:.3f}"
+            f" | {percentile(t, 0.99) * 1e3:.3f} | {rate[name] / rate['raw']:.2f} |"
+        )
+    return [
+        *lines,
+        "",
+        f"Indexed at the next search / in the append: **{rate['lazy'] / rate['trigger']:.2f}**;"
+        f" / no index: {rate['lazy'] / rate['plain']:.2f}",
+        "",
+    ]
+
+
+def catch_up_costs(root: Path, sizes: list[int]) -> list[str]:
+    """What the first search after `n` unindexed messages pays (it indexes them), against the
+    search after it. The messages are written as an import writes them (rows, one transaction)."""
+    lines = [
+        "### The first search after n new messages pays their indexing (SQLite)",
+        "",
+        "| n new messages | first search ms | next search ms | indexing µs per message |",
+        "|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        path = root / f"catch-up-{n}.db"
+        fill_sqlite(path, n, max(1, n // 100), version=LAZY)
+        with Turnkeeper(
+            SQLiteStore(f"sqlite:///{path}"), load_settings(database_url=f"sqlite:///{path}")
+        ) as tk:
+            first = timed(lambda: tk.search("lisbon", project="p0"))
+            nxt = statistics.median(
+                timed(lambda: tk.search("lisbon", project="p0")) for _ in range(5)
+            )
+        lines.append(
+            f"| {n:,} | {first * 1e3:,.1f} | {nxt * 1e3:.1f} | {(first - nxt) / n * 1e6:.1f} |"
+        )
+    return [*lines, ""]
+
+
+def postgres_appends(count: int, round_size: int = 50) -> list[str]:
+    """PostgreSQL's generated `tsvector` under a GIN index is computed by the append's INSERT:
+    turnkeeper on the schema before the index and on today's, taking turns in rounds."""
+    from turnkeeper.storage.postgres import PostgresStore
+
+    settings = load_settings(database_url="sqlite:///unused.db")
+    urls = [postgres_schema_url(), postgres_schema_url()]
+    writers = {
+        name: Turnkeeper(PostgresStore(next(url), target_version=version), settings)
+        for (name, version), url in zip(
+            (("plain", BEFORE_SEARCH), ("indexed", LAZY)), urls, strict=True
+        )
+    }
+    times: dict[str, list[float]] = {name: [] for name in writers}
+    sessions = {name: tk.create_session(key="bench") for name, tk in writers.items()}
+    for seq in range(0, count, round_size):
+        for name, tk in writers.items():
+            for i in range(seq, seq + round_size):
+                start = time.perf_counter()
+                tk.append(sessions[name].id, "user", f"{TEXT}{i}")
+                times[name].append(time.perf_counter() - start)
+    for tk in writers.values():
+        tk.close()
+    for url in urls:  # drop the schemas
+        next(url, None)
+    rate = {name: len(t) / sum(t) for name, t in times.items()}
+    return [
+        f"### PostgreSQL: what the index costs an append ({count} single appends each,"
+        " interleaved in rounds of 50)",
+        "",
+        "| | messages/s | p50 ms |",
+        "|---|---:|---:|",
+        *(
+            f"| turnkeeper `append`, {label} | {rate[name]:,.0f}"
+            f" | {percentile(times[name], 0.5) * 1e3:.3f} |"
+            for name, label in (
+                ("plain", "no full-text index (schema before step 7)"),
+                ("indexed", "the generated tsvector + GIN (today)"),
+            )
+        ),
+        "",
+        f"With the index / without: **{rate['indexed'] / rate['plain']:.2f}**",
+        "",
+    ]
 
 
 # -- 2. the corpus -----------------------------------------------------------------------------
@@ -153,8 +265,8 @@ def session_rows(sessions: int, per_session: int) -> list[tuple[object, ...]]:
     ]
 
 
-def fill_sqlite(path: Path, messages: int, sessions: int) -> None:
-    SQLiteStore(f"sqlite:///{path}", target_version=BEFORE_SEARCH).close()
+def fill_sqlite(path: Path, messages: int, sessions: int, *, version: int = BEFORE_SEARCH) -> None:
+    SQLiteStore(f"sqlite:///{path}", target_version=version).close()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous = OFF")
     conn.execute("BEGIN")
@@ -242,7 +354,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument(
-        "--appends-only", action="store_true", help="only the append cost (about a minute)"
+        "--appends-only",
+        action="store_true",
+        help="only the append and catch-up costs (a few minutes; bench/results/search-appends.md)",
     )
     args = parser.parse_args()
     messages, sessions = (20_000, 200) if args.quick else (args.messages, args.sessions)
@@ -250,36 +364,17 @@ def main() -> None:
     began = time.perf_counter()
     lines = [
         f"Search benchmarks of {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (`python"
-        f" bench/bench_search.py{' --quick' if args.quick else ''}`)",
+        f" bench/bench_search.py{' --quick' if args.quick else ''}"
+        f"{' --appends-only' if args.appends_only else ''}`)",
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        times = interleaved_appends(root, appends)
-        rate = {name: len(t) / sum(t) for name, t in times.items()}
-        lines += [
-            f"### Append cost of the index ({appends} single appends each, SQLite, synchronous=FULL,"
-            " interleaved in rounds of 50)",
-            "",
-            "| | messages/s | p50 ms | p99 ms | rate / raw |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for name, label in (
-            ("raw", "raw sqlite3 (INSERT + COMMIT)"),
-            ("plain", "turnkeeper `append`, no full-text index"),
-            ("indexed", "turnkeeper `append`, with the full-text index"),
-        ):
-            t = times[name]
-            lines.append(
-                f"| {label} | {rate[name]:,.0f} | {percentile(t, 0.5) * 1e3:.3f}"
-                f" | {percentile(t, 0.99) * 1e3:.3f} | {rate[name] / rate['raw']:.2f} |"
-            )
-        lines += [
-            "",
-            f"With the index / raw: **{rate['indexed'] / rate['raw']:.2f}** (target ≥ 0.5);"
-            f" with / without the index: {rate['indexed'] / rate['plain']:.2f}",
-            "",
-        ]
+        for synchronous in ("NORMAL", "FULL"):
+            lines += append_table(interleaved_appends(root, appends, synchronous), synchronous)
+        lines += catch_up_costs(root, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+        if not args.no_postgres:
+            lines += postgres_appends(appends)
         print("\n".join(lines), flush=True)
 
         backends: list[tuple[str, Callable[[], Iterator[str]]]] = [
@@ -315,9 +410,10 @@ def main() -> None:
     lines.append(f"Whole run: {time.perf_counter() - began:.0f} s")
     report = "\n".join(lines) + "\n"
     print(report)
-    if not (args.quick or args.appends_only):
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(report, encoding="utf-8")
+    if not args.quick:  # the append and catch-up tables alone go to a file of their own
+        results = APPENDS_RESULTS if args.appends_only else RESULTS
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text(report, encoding="utf-8")
 
 
 def sqlite_url(root: Path) -> Iterator[str]:

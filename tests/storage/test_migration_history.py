@@ -47,6 +47,12 @@ SHIPPED = [
         "bc72118c55ad3664",
         "69d8bcb178eb00ec",
     ),
+    (
+        10,
+        "full-text index catches up at search, not in every append",
+        "82992eaeffcaabdb",
+        "e3b0c44298fc1c14",
+    ),
 ]
 """(version, name, checksum of the SQLite DDL, of the PostgreSQL DDL) of every shipped step.
 Add a row for a new step once it ships; never change one."""

@@ -330,6 +330,40 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX sessions_by_key ON sessions (project, key)",
         ),
     ),
+    # The FTS5 insert trigger halved SQLite's append rate (the index's pages written in every
+    # append's commit). The index now catches up lazily: `search_watermark` holds the highest
+    # message rowid indexed, and a search first indexes the rows above it (`search_sql`).
+    # A row above the watermark was never indexed, so only rows at or below it are sent to
+    # FTS5's 'delete' (a delete of an unindexed row corrupts an external-content index). A new
+    # row takes rowid max(rowid) + 1, so after a delete the watermark comes down to the largest
+    # rowid left: a rowid freed above it must not be taken again by a row it claims is indexed.
+    # Everything stored so far was indexed by the old trigger. PostgreSQL's generated column
+    # costs its append little (bench/bench_search.py), so it stays.
+    Migration(
+        10,
+        "full-text index catches up at search, not in every append",
+        sqlite=(
+            "DROP TRIGGER messages_fts_insert",
+            "DROP TRIGGER messages_fts_delete",
+            "DROP TRIGGER messages_fts_update",
+            "CREATE TABLE search_watermark (indexed_to INTEGER NOT NULL)",
+            "INSERT INTO search_watermark (indexed_to) SELECT coalesce(max(rowid), 0) FROM messages",
+            """CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, content)
+                    SELECT 'delete', old.rowid, old.content FROM search_watermark
+                    WHERE old.rowid <= indexed_to;
+                UPDATE search_watermark SET indexed_to = (SELECT coalesce(max(rowid), 0) FROM messages)
+                    WHERE indexed_to > (SELECT coalesce(max(rowid), 0) FROM messages);
+            END""",
+            """CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
+                WHEN old.rowid <= (SELECT indexed_to FROM search_watermark) BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, content)
+                    VALUES ('delete', old.rowid, old.content);
+                INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
+            END""",
+        ),
+        postgres=(),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,8 +1,9 @@
 """Full-text search over message content: the capability, its values and its query language.
 
 Search is an optional store capability (`SearchStore`): the SQL backends keep a full-text index
-of every message's content in step with the messages themselves (same transaction), and answer
-ranked, filtered queries with highlighted snippets. A store without an index simply does not
+of every message's content (PostgreSQL in the write's own transaction, SQLite brought up to date
+before each search: `search_sql`), so a search sees every message committed before it, and
+answer ranked, filtered queries with highlighted snippets. A store without an index simply does not
 have the method, and the service says so clearly instead of scanning.
 
 The query language is one small, forgiving grammar for every backend (the habit of web search
@@ -204,7 +205,8 @@ def snippet_parts(marked: str) -> tuple[SnippetPart, ...]:
 
 @runtime_checkable
 class SearchStore(Protocol):
-    """A store with a full-text index of message content, kept in step with every write."""
+    """A store with a full-text index of message content: a search answers as if every write
+    committed before it had been indexed at once."""
 
     def search_messages(
         self, query: SearchQuery, where: SearchFilter, *, limit: int, offset: int = 0

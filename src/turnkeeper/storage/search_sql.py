@@ -1,9 +1,14 @@
 """The full-text index on the SQL backends: its queries, per dialect.
 
 SQLite keeps an FTS5 external-content table over `messages` (the text is not stored twice),
-indexed under the message row's rowid and kept in step by triggers, so every statement that
-writes messages — appends, imports, resets, deletes, session deletes through the foreign-key
-cascade — updates the index in its own transaction, with no code path to forget.
+indexed under the message row's rowid. Since migration step 10 an append does not touch it (the
+index's pages in every commit halved the append rate): `search_watermark` holds the highest
+rowid indexed, and every search first indexes the rows above it (`SQLiteSearch._catch_up`), in
+short write transactions of its own. A new row always takes a rowid above the watermark, so
+appends, imports and fork copies are all caught up the same way, with no code path to forget;
+deletes (resets, undo, session deletes through the foreign-key cascade, expiry) go through a
+trigger that removes from the index only rows at or below the watermark, and brings the
+watermark down when the largest rowids go (see step 10 in `storage/migrations.py`).
 
 PostgreSQL keeps a generated `tsvector` column (computed by the INSERT itself) under a GIN index.
 A `tsvector` holds at most 1 MB, so it is made from the first `PG_INDEXED_CHARS` characters of
@@ -18,6 +23,7 @@ density on PostgreSQL). The index itself is step 7 of the migration history
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from turnkeeper.storage.search import (
@@ -31,6 +37,7 @@ from turnkeeper.storage.search import (
     snippet_parts,
 )
 from turnkeeper.storage.sql import Dialect, Row
+from turnkeeper.storage.sql_store import Executor
 from turnkeeper.types import Role
 
 SNIPPET_WORDS = 24
@@ -101,17 +108,55 @@ def fts5_expression(query: SearchQuery) -> str:
     return expression
 
 
+CATCH_UP_BATCH = 20_000
+"""Messages indexed per write transaction when a search catches the index up: a large import
+is indexed in steps, so appends of other sessions wait for one step, not the whole backlog."""
+BEHIND = (
+    "SELECT indexed_to, (SELECT coalesce(max(rowid), 0) FROM messages) AS newest"
+    " FROM search_watermark"
+)
+INDEX_ABOVE = (
+    "INSERT INTO messages_fts (rowid, content)"
+    " SELECT rowid, content FROM messages WHERE rowid > ? AND rowid <= ?"
+)
+MOVE_WATERMARK = "UPDATE search_watermark SET indexed_to = ?"
+
+
 class SQLiteSearch:
-    """`SearchStore` for a SQLite store (one that can `_read` in its `dialect`)."""
+    """`SearchStore` for a SQLite store (one that can `_read` and write in its `dialect`)."""
 
     dialect: Dialect
 
     def _read(self, query: str, params: Sequence[Any] = ()) -> Sequence[Row]:
         raise NotImplementedError
 
+    def _transaction(self) -> AbstractContextManager[Executor]:
+        raise NotImplementedError
+
+    def _catch_up(self) -> None:
+        """Index the messages stored since the last search, up to the newest one now.
+
+        One read says whether anything is behind (the common case of a search: nothing is).
+        Each step runs under the write lock (`BEGIN IMMEDIATE`) and reads the watermark again
+        there, so two processes searching at once never index a row twice: the second finds
+        the first's work done. Messages appended while this runs are left for the next search.
+        """
+        (row,) = self._read(BEHIND)
+        indexed, target = int(row["indexed_to"]), int(row["newest"])
+        while indexed < target:
+            with self._transaction() as tx:
+                indexed, newest = tx.execute(BEHIND).fetchone()
+                upto = min(newest, target, indexed + CATCH_UP_BATCH)
+                if upto <= indexed:  # caught up by another process, or the rows were deleted
+                    return
+                tx.execute(INDEX_ABOVE, (indexed, upto))
+                tx.execute(MOVE_WATERMARK, (upto,))
+            indexed = upto
+
     def search_messages(
         self, query: SearchQuery, where: SearchFilter, *, limit: int, offset: int = 0
     ) -> list[SearchHit]:
+        self._catch_up()
         clauses, params = filter_clauses(where, self.dialect)
         sql = (
             f"SELECT {HIT_COLUMNS}, snippet(messages_fts, 0, ?, ?, '…', {SNIPPET_WORDS})"

@@ -2,7 +2,7 @@
 `bench_http.py`'s load, and the top of the profile goes to bench/results/http-profile-NAME.md.
 
     pip install py-spy   # into the bench's virtualenv only
-    python bench/profile_http.py --name after [--seconds 20] [--backend sqlite|postgres]
+    python bench/profile_http.py --name after [--seconds 20] [--backend sqlite|postgres] [--gil]
 
 Sampled with `--idle` off (only threads running Python or waiting in C are counted, not idle
 ones) and `--gil` off: a thread waiting for the database counts, so a slow commit shows.
@@ -110,6 +110,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument(
+        "--gil",
+        action="store_true",
+        help="Sample only the thread holding the GIL: where the server's CPU goes, no waits",
+    )
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,7 +127,7 @@ def main() -> None:
             out = Path(tmp) / "profile.txt"
             recorder = subprocess.Popen(
                 [spy, "record", "--pid", str(pid), "--format", "raw", "--output", str(out),
-                 "--rate", "100"],
+                 "--rate", "100", *(["--gil"] if args.gil else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             tally, elapsed, _ = asyncio.run(load(base, token, args.clients, args.seconds))
@@ -130,10 +135,12 @@ def main() -> None:
             recorder.wait(timeout=60)
             rate = (len(tally.append_ms) + len(tally.context_ms)) / elapsed
             header = (
-                f"py-spy profile of `turnkeeper serve` (one worker, {args.backend}) under"
+                f"py-spy profile{' (GIL holder only: CPU)' if args.gil else ''} of `turnkeeper serve`"
+                f" (one worker, {args.backend}) under"
                 f" {args.clients} clients for {args.seconds:.0f} s: {rate:,.0f} req/s while"
                 f" sampled; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.\n\n"
-                f"`python bench/profile_http.py --name {args.name} --backend {args.backend}`\n\n"
+                f"`python bench/profile_http.py --name {args.name} --backend {args.backend}"
+                f"{' --gil' if args.gil else ''}`\n\n"
             )
             report = header + summarize(out, args.top) + "\n"
     target = RESULTS / f"http-profile-{args.name}.md"

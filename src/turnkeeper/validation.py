@@ -26,33 +26,12 @@ _STRICT_JSON = json.JSONEncoder(allow_nan=False)
 _PLAIN_LEAVES = (str, int, bool, type(None))
 
 
-def _plainly_json(value: Any, depth: int = 0) -> bool:
-    """True when `value` is made only of dicts with string keys, lists and plain strings,
-    numbers, booleans and None (exact types, finite floats, at most 32 levels deep): then JSON
-    can encode it and the strict encoder, which costs several times this walk on every
-    message's metadata, need not run. False means "not sure": the encoder decides, and names
-    the problem (a cycle shows up here as too deep)."""
-    kind = type(value)
-    if kind in _PLAIN_LEAVES:
-        return True
-    if kind is float:
-        return math.isfinite(value)
-    if depth >= 32:
-        return False
-    if kind is dict:
-        return all(
-            type(key) is str and _plainly_json(item, depth + 1) for key, item in value.items()
-        )
-    if kind is list:
-        return all(_plainly_json(item, depth + 1) for item in value)
-    return False
-
-
 def _clean(value: Any, depth: int = 0) -> bool:
-    """True when `value` is plainly JSON (as `_plainly_json`) and every string in it, keys
-    included, is storable (as `check_storable`): one walk, with no field names built, for
-    the common case of good input. False means "not sure": the precise checks then run and
-    name the problem."""
+    """True when `value` is made only of dicts with string keys, lists and plain strings,
+    numbers, booleans and None (exact types, finite floats, at most 32 levels deep), and every
+    string in it, keys included, is storable (as `check_storable`): one walk, with no field
+    names built, for the common case of good input. False means "not sure": the strict encoder
+    and the precise checks then run and name the problem (a cycle shows up here as too deep)."""
     kind = type(value)
     if kind is str:
         return "\x00" not in value and (value.isascii() or _encodes(value))
@@ -161,8 +140,7 @@ def check_metadata(
     if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
         raise error(field, f"must be a JSON object, got {type(value).__name__}")
     try:
-        if not _plainly_json(value):
-            _STRICT_JSON.encode(value)
+        _STRICT_JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise error(field, f"must be a JSON object: {exc}") from None
     check_storable(field, value, error=error)

@@ -97,6 +97,7 @@ POSTGRES = Dialect(
     encode_json=Jsonb,
     decode_json=_same,
     row_lock=" FOR UPDATE",
+    claims_by_update=True,
 )
 """PostgreSQL has `timestamptz` and `jsonb`; the driver converts both, so little is left to do."""
 

@@ -54,7 +54,8 @@ class Row(Protocol):
 @dataclass(frozen=True)
 class Dialect:
     """How one backend encodes times and JSON on the way in, and decodes them on the way out;
-    which migration DDL it runs (`name`), and what locks a selected row (`row_lock`)."""
+    which migration DDL it runs (`name`), what locks a selected row (`row_lock`), and how an
+    append claims its seqs (`claims_by_update`)."""
 
     name: str
     encode_ts: Callable[[datetime], Any]
@@ -62,6 +63,11 @@ class Dialect:
     encode_json: Callable[[Any], Any]
     decode_json: Callable[[Any], Any]
     row_lock: str = ""
+    claims_by_update: bool = False
+    """Whether an append's fast path claims its seqs (and adds its totals) with one
+    `CLAIM_SEQS … RETURNING` rather than `SELECT_APPEND_TARGET` now and `ADD_TOTALS` after the
+    insert. Over a network (PostgreSQL) a statement fewer is a round trip fewer; in process
+    (SQLite) the UPDATE with RETURNING was measured slower than the two plain statements."""
 
     def encode_ts_or_none(self, value: datetime | None) -> Any:
         return None if value is None else self.encode_ts(value)
@@ -617,26 +623,46 @@ def append_target_from_row(row: Row, d: Dialect) -> AppendTarget:
     )
 
 
-def totals_params(plan: AppendPlan, session_id: str, now: datetime, d: Dialect) -> tuple[Any, ...]:
-    """Parameters of `ADD_TOTALS` for the messages a plan adds."""
-    added = plan.added
+CLAIM_SEQS = (
+    "UPDATE sessions SET last_seq = last_seq + ?, message_count = message_count + ?,"
+    " stored_tokens = stored_tokens + ?, usage_input_tokens = usage_input_tokens + ?,"
+    " usage_output_tokens = usage_output_tokens + ?, updated_at = ?, version = version + 1"
+    " WHERE id = ? RETURNING id, status, expires_at, last_seq"
+)
+"""An append's fast path where the dialect `claims_by_update`: lock the session row, take the
+next seqs and add the totals of drafts presumed all new, in one statement. The returned
+`last_seq` is the new one; the transaction is rolled back if the presumption fails."""
+
+
+def _totals(added: Sequence[Message | MessageDraft]) -> tuple[int, int, int, int]:
+    """Count, stored tokens, usage input and output tokens of the messages an append adds."""
     if len(added) == 1:  # a single append: no generators
         (only,) = added
         usage = only.usage
         return (
-            only.seq, 1, only.tokens,
-            usage.input_tokens if usage else 0, usage.output_tokens if usage else 0,
-            d.encode_ts(now), session_id,
-        )  # fmt: skip
+            1,
+            only.tokens,
+            usage.input_tokens if usage else 0,
+            usage.output_tokens if usage else 0,
+        )
     return (
-        plan.last_seq,
         len(added),
         sum(m.tokens for m in added),
         sum(m.usage.input_tokens for m in added if m.usage),
         sum(m.usage.output_tokens for m in added if m.usage),
-        d.encode_ts(now),
-        session_id,
     )
+
+
+def totals_params(plan: AppendPlan, session_id: str, now: datetime, d: Dialect) -> tuple[Any, ...]:
+    """Parameters of `ADD_TOTALS` for the messages a plan adds (its last seq included)."""
+    return (plan.last_seq, *_totals(plan.added), d.encode_ts(now), session_id)
+
+
+def claim_params(
+    drafts: Sequence[MessageDraft], session_id: str, now: datetime, d: Dialect
+) -> tuple[Any, ...]:
+    """Parameters of `CLAIM_SEQS` for drafts presumed all new: one seq each."""
+    return (len(drafts), *_totals(drafts), d.encode_ts(now), session_id)
 
 
 # -- statistics from aggregate rows -----------------------------------------------------------

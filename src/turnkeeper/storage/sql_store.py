@@ -9,6 +9,8 @@ A backend supplies only what its driver makes different, as hooks:
 - `dialect.row_lock`: what a SELECT appends to lock the session row it reads
   (` FOR UPDATE` on PostgreSQL; nothing on SQLite, whose `BEGIN IMMEDIATE` already holds the
   database's one write lock);
+- `dialect.claims_by_update`: whether an append claims its seqs with one UPDATE … RETURNING
+  (PostgreSQL: a round trip fewer) or a SELECT and an UPDATE after the insert (SQLite: faster);
 - `dialect` encoders for times and JSON;
 - `_recorded()`: what a backend notes after a migration step besides `schema_migrations`.
 
@@ -19,13 +21,14 @@ clearer reason (a key held by a live session, an API key id taken) the write say
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from turnkeeper.errors import Conflict, NotFound, SessionNotFound
+from turnkeeper.errors import Conflict, NotFound, SessionNotFound, TurnkeeperError
 from turnkeeper.storage import sql
 from turnkeeper.storage.base import check_fork
 from turnkeeper.storage.migrations import MIGRATIONS
@@ -71,6 +74,11 @@ INSERT_SESSION_IF_KEY_FREE = (
     + " ON CONFLICT (project, key) WHERE status = 'active' AND key IS NOT NULL DO NOTHING"
 )
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
+
+
+class _NotAllNew(Exception):
+    """Raised inside `_append_new`'s transaction to roll it back: the append is not the common
+    case that path writes, and `_append_deciding` takes it."""
 
 
 class SQLStore(sql.SQLReads):
@@ -213,6 +221,69 @@ class SQLStore(sql.SQLReads):
     ) -> list[Message]:
         if not drafts:
             return []
+        try:
+            return self._append_new(
+                session_id, drafts, expected_last_seq=expected_last_seq, now=now
+            )
+        except _NotAllNew:
+            pass  # rolled back: nothing of the attempt is left
+        return self._append_deciding(
+            session_id, drafts, expected_last_seq=expected_last_seq, now=now
+        )
+
+    def _append_new(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None,
+        now: datetime,
+    ) -> list[Message]:
+        """The common append — every draft new, the session open to it — without looking the
+        drafts' ids up first: the rows are inserted with `ON CONFLICT DO NOTHING` and counted.
+
+        Anything else (an unknown session, a refusal, an id already stored: a retry or a
+        conflict) raises `_NotAllNew` inside the transaction, which rolls it back whole, and
+        `_append_deciding` decides the append from scratch; so every outcome is that path's.
+        Where the dialect `claims_by_update`, one statement locks the row, takes the seqs and
+        adds the totals (4 round trips with BEGIN and COMMIT, rather than 6)."""
+        d = self.dialect
+        with self._transaction() as tx:
+            if d.claims_by_update:
+                params = sql.claim_params(drafts, session_id, now, d)
+                row = tx.execute(sql.CLAIM_SEQS, params).fetchone()
+            else:
+                row = tx.execute(sql.SELECT_APPEND_TARGET + d.row_lock, (session_id,)).fetchone()
+            if row is None:
+                raise _NotAllNew
+            target = sql.append_target_from_row(row, d)
+            if d.claims_by_update:  # the seqs before the claim
+                target = dataclasses.replace(target, last_seq=target.last_seq - len(drafts))
+            try:
+                plan = sql.plan_append(
+                    target, drafts, {}, expected_last_seq=expected_last_seq, now=now
+                )
+            except TurnkeeperError as exc:  # maybe no refusal at all if some are retries
+                raise _NotAllNew from exc
+            rows = sql.message_rows(session_id, plan.added, d)
+            if self._insert_messages(tx, rows, suffix=" ON CONFLICT DO NOTHING") != len(rows):
+                raise _NotAllNew
+            if not d.claims_by_update:
+                tx.execute(sql.ADD_TOTALS, sql.totals_params(plan, session_id, now, d))
+            if plan.traces:
+                tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
+        return plan.result
+
+    def _append_deciding(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None,
+        now: datetime,
+    ) -> list[Message]:
+        """Any append: the drafts' stored ids are looked up under the session's row lock and
+        `plan_append` decides what is new, what is a retry and what is refused."""
         d = self.dialect
         ids = list(dict.fromkeys(draft.id for draft in drafts))
         with self._transaction() as tx:

@@ -415,6 +415,56 @@ class StoreContract:
         assert [m.id for m in store.read_messages(session.id)] == ["m-1"]
         assert store.get_session(session.id).last_seq == 1
 
+    def test_a_refused_append_changes_nothing(self, store: Store) -> None:
+        session = store.create_session(new_session(), now=NOW)
+        store.append_messages(session.id, [draft("a", id="m-1", trace="t")], now=NOW)
+        before = store.get_session(session.id)
+        stored = store.read_messages(session.id)
+        refusals = (
+            lambda: store.append_messages(
+                session.id, [draft(id="m-2")], expected_last_seq=0, now=LATER
+            ),
+            lambda: store.append_messages(
+                session.id, [draft(id="m-2"), draft("b", id="m-1")], now=LATER
+            ),
+            lambda: store.append_messages(
+                session.id, [draft(id="m-2"), draft(id="m-2")], now=LATER
+            ),
+        )
+        for refusal in refusals:
+            with pytest.raises((Conflict, InvalidInput)):
+                refusal()
+            assert store.get_session(session.id) == before
+            assert store.read_messages(session.id) == stored
+        store.set_status(session.id, SessionStatus.ARCHIVED, now=NOW)
+        archived = store.get_session(session.id)
+        with pytest.raises(Conflict, match="archived"):
+            store.append_messages(session.id, [draft(id="m-2")], now=LATER)
+        assert store.get_session(session.id) == archived
+        assert store.read_messages(session.id) == stored
+
+    def test_a_retry_mixed_with_new_messages_adds_only_the_new_to_the_totals(
+        self, store: Store
+    ) -> None:
+        session = store.create_session(new_session(), now=NOW)
+        first = store.append_messages(
+            session.id, [draft("a", id="m-1", tokens=5, usage=Usage(10, 2))], now=NOW
+        )
+        mixed = store.append_messages(
+            session.id,
+            [
+                draft("b", id="m-2", tokens=7, usage=Usage(30, 4)),
+                draft("a", id="m-1", tokens=5, usage=Usage(10, 2)),
+            ],
+            now=LATER,
+        )
+        assert [(m.id, m.seq) for m in mixed] == [("m-2", 2), ("m-1", 1)]
+        assert mixed[1] == first[0]
+        after = store.get_session(session.id)
+        assert (after.message_count, after.last_seq, after.stored_tokens) == (2, 2, 12)
+        assert (after.usage_input_tokens, after.usage_output_tokens) == (40, 6)
+        assert store.read_messages(session.id) == [first[0], mixed[0]]
+
     def test_appending_to_an_archived_session_is_a_conflict(self, store: Store) -> None:
         session = store.create_session(new_session(), now=NOW)
         store.append_messages(session.id, [draft(id="m-1")], now=NOW)

@@ -5,7 +5,8 @@ an append runs, statement group by statement group, against raw sqlite3.
 
 Writes bench/results/profile-library.md. Part 1 is `cProfile` (inflated absolute times; read
 the shape). Part 2 runs, in interleaved rounds on one machine, the statements of a turnkeeper
-append by hand on a turnkeeper database (no Python service around them) with parts taken away
+append by hand on a turnkeeper database (no Python service around them) — the fast path an
+append of new messages takes, then the deciding path (a retry's) with parts taken away
 one at a time — the session totals update, the two SELECTs; and the full-text index trigger
 that migration step 10 took out, put back — next
 to raw sqlite3's one INSERT: what the SQL alone costs is the floor no Python work can go under.
@@ -90,7 +91,10 @@ def profiles(root: Path) -> list[str]:
 
 VARIANTS = {
     "raw sqlite3: INSERT (7 columns, 1 index)": "raw",
-    "turnkeeper's statements: SELECT ×2, INSERT, UPDATE totals (the append as it is)": "full",
+    "turnkeeper's fast path: SELECT, INSERT … ON CONFLICT DO NOTHING, UPDATE totals"
+    " (an append of new messages)": "fast",
+    "the deciding path: SELECT ×2, INSERT, UPDATE totals (a retry; every append before"
+    " issue 13)": "full",
     "… with the full-text index trigger of steps 7–9 (indexed in the append)": "full fts",
     "… without the totals UPDATE": "selects insert",
     "… without the two SELECTs": "insert totals",
@@ -137,12 +141,14 @@ def sql_floor(root: Path, synchronous: str, rounds: int = 20, per_round: int = 5
                         conn.execute(
                             sql.SELECT_MESSAGES_BY_ID + "(?)", (session_id, "x")
                         ).fetchall()
+                    if variant == "fast":
+                        conn.execute(sql.SELECT_APPEND_TARGET, (session_id,)).fetchone()
                     conn.execute(
-                        sql.INSERT_MESSAGE,
+                        sql.INSERT_MESSAGE + (" ON CONFLICT DO NOTHING" if variant == "fast" else ""),
                         (str(uuid.uuid4()), session_id, seq, "user", None, f"{TEXT}{seq}",
                          0, now, 20, None, None, None, None, "{}"),
                     )  # fmt: skip
-                    if variant in ("full", "full fts", "insert totals"):
+                    if variant in ("fast", "full", "full fts", "insert totals"):
                         conn.execute(sql.ADD_TOTALS, (seq, 1, 20, 0, 0, now, session_id))
                 conn.execute("COMMIT")
                 times.append(time.perf_counter() - start)

@@ -421,19 +421,15 @@ class StoreContract:
         before = store.get_session(session.id)
         stored = store.read_messages(session.id)
         refusals = (
-            lambda: store.append_messages(
-                session.id, [draft(id="m-2")], expected_last_seq=0, now=LATER
-            ),
-            lambda: store.append_messages(
-                session.id, [draft(id="m-2"), draft("b", id="m-1")], now=LATER
-            ),
-            lambda: store.append_messages(
-                session.id, [draft(id="m-2"), draft(id="m-2")], now=LATER
-            ),
+            ([draft(id="m-2")], 0),  # a stale expected seq
+            ([draft(id="m-2"), draft("b", id="m-1")], None),  # a stored id, other content
+            ([draft(id="m-2"), draft(id="m-2")], None),  # one id twice
         )
-        for refusal in refusals:
+        for drafts, expected_last_seq in refusals:
             with pytest.raises((Conflict, InvalidInput)):
-                refusal()
+                store.append_messages(
+                    session.id, drafts, expected_last_seq=expected_last_seq, now=LATER
+                )
             assert store.get_session(session.id) == before
             assert store.read_messages(session.id) == stored
         store.set_status(session.id, SessionStatus.ARCHIVED, now=NOW)

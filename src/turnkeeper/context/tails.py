@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,11 @@ def _seq(message: Message) -> int:
     return message.seq
 
 
+def _minus_seq(message: Message) -> int:
+    """The sort key of a newest-first sequence (bisect wants ascending keys)."""
+    return -message.seq
+
+
 class TailReader(StoreHistory):
     """A `StoreHistory` that serves its pages from a remembered tail where it can.
 
@@ -131,10 +137,7 @@ class TailReader(StoreHistory):
 
     def _page(self, upper: int | None, size: int) -> Sequence[Message]:
         known = self._known
-        start = 0
-        if upper is not None:
-            while start < len(known) and known[start].seq > upper:
-                start += 1
+        start = 0 if upper is None else bisect_left(known, -upper, key=_minus_seq)
         taken = known[start : start + size]
         if len(taken) == size or self._known_reach_start:
             return taken

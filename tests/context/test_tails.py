@@ -47,6 +47,12 @@ def test_internal_appends_stay_out_of_a_view_without_them() -> None:
     assert tail.view(session(8, 5), True) is None  # the other view was not read
 
 
+def test_a_second_append_is_a_second_write_and_ends_the_tail() -> None:
+    grown = tail_at(7, 3).after_append([msg(4, "user", "next")])
+    assert grown is not None
+    assert grown.after_append([msg(5, "user", "and next")]) is None
+
+
 def test_a_retry_of_stored_messages_changes_nothing() -> None:
     tail = tail_at(7, 3)
     assert tail.after_append([msg(2, "user", "turn 2")]) is tail

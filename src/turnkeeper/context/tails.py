@@ -56,7 +56,8 @@ class Tail:
     rendered: Mapping[int, ContextMessage]
     """Window entries already made from these messages with `encoding`, by seq."""
     appended: tuple[Message, ...] = ()
-    """Messages this service appended since `version`, oldest first, seqs from `last_seq + 1`."""
+    """The messages of this service's one append since `version`, oldest first, seqs from
+    `last_seq + 1`."""
 
     def after_append(self, stored: Sequence[Message]) -> Tail | None:
         """This tail with an append's stored messages, or None when they do not continue it
@@ -65,6 +66,8 @@ class Tail:
         added = sorted((message for message in stored if message.seq > top), key=_seq)
         if not added:
             return self  # retries of stored messages only: nothing new
+        if self.appended:
+            return None  # a second write since `version`: the tail can no longer stand for it
         if [message.seq for message in added] != list(range(top + 1, top + 1 + len(added))):
             return None
         return dataclasses.replace(self, appended=(*self.appended, *added))

@@ -3,6 +3,7 @@ at a time, under cProfile; results in bench/results/http-layers.md and the READM
 `bench:http-layers` block.
 
     python bench/layers_http.py [--requests 400]
+    python bench/layers_http.py --against main [--rounds 5]   # before/after, side by side
 
 The same requests as `bench_http.py` (append a message with an id → build a sliding_window
 context of 2,000 tokens, API keys on, request logs rendered as JSON into /dev/null) go straight
@@ -11,6 +12,10 @@ and with the thread pool run inline so that one profiler sees every layer. The t
 is measured without the profiler; the profiler then gives each layer's share of it (the
 cumulative time of the functions that are that layer; a profiler slows Python more than C, so
 these are shares of a profiled run, scaled to the unprofiled time).
+
+With `--against REV`, turnkeeper as of that git revision and this checkout are measured in
+turns (each round a fresh process of each, alternating, so both see the same load) and the
+medians go to bench/results/http-layers-vs-REV.md.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import json
 import logging
 import os
 import pstats
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +42,7 @@ from turnkeeper.apikeys import ApiKeys
 from turnkeeper.config import load_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import TEXT, publish
+from bench_http import ROOT, TEXT, publish, source_at
 
 # (layer, functions whose cumulative time is that layer: (file suffix, function name))
 LAYERS: list[tuple[str, list[tuple[str, str]]]] = [
@@ -200,8 +207,17 @@ def _inside(table: dict[tuple[str, int, str], Any], layer: str, inner: str) -> f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--against", default="", help="Also measure this git revision.")
+    parser.add_argument("--rounds", type=int, default=5, help="Alternating runs (--against).")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one run's data
     args = parser.parse_args()
+    if args.against:
+        compare(args.against, args.requests, args.rounds)
+        return
     per_request, shares = asyncio.run(measure(args.requests))
+    if args.json:
+        print(json.dumps({"per_request": per_request, "shares": shares}))
+        return
     rest = 1 - sum(shares.values())
     rows = [
         f"| {layer} | {share:.0%} | {share * per_request:.2f} |" for layer, share in shares.items()
@@ -224,6 +240,54 @@ def main() -> None:
         ]
     )
     publish("http-layers", report)
+
+
+def compare(revision: str, requests: int, rounds: int) -> None:
+    """Medians of `rounds` alternating runs of `revision` and this checkout, published."""
+    runs: dict[str, list[dict[str, Any]]] = {revision: [], "this checkout": []}
+    with source_at(revision) as before:
+        for _ in range(rounds):
+            for label, source in ((revision, before), ("this checkout", ROOT / "src")):
+                command = [sys.executable, __file__, "--requests", str(requests), "--json"]
+                env = {**os.environ, "PYTHONPATH": str(source)}
+                done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+                runs[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    def median_ms(label: str, layer: str | None) -> float:
+        return statistics.median(
+            run["per_request"] * (1 if layer is None else run["shares"][layer])
+            for run in runs[label]
+        )
+
+    def row(name: str, layer: str | None) -> str:
+        cells = []
+        for label in runs:
+            ms = median_ms(label, layer)
+            share = "" if layer is None else f" ({ms / median_ms(label, None):.0%})"
+            cells.append(f"{ms:.2f}{share}")
+        return f"| {name} | {' | '.join(cells)} |"
+
+    report = "\n".join(
+        [
+            f"Per request, in-process (`python bench/layers_http.py --against {revision}"
+            f" --requests {requests} --rounds {rounds}`): medians of {rounds} alternating runs"
+            f" of each, ms (share of the request); load average {os.getloadavg()[0]:.1f} on"
+            f" {os.cpu_count()} cores.",
+            "",
+            f"| | {revision} | this checkout |",
+            "|---|---:|---:|",
+            row("whole request (append → context pairs)", None),
+            *(row(layer, layer) for layer, _ in LAYERS),
+            "",
+            "Every run, ms per request: "
+            + "; ".join(
+                f"{label} " + ", ".join(f"{run['per_request']:.2f}" for run in runs[label])
+                for label in runs
+            ),
+            "",
+        ]
+    )
+    publish(f"http-layers-vs-{revision}", report)
 
 
 if __name__ == "__main__":

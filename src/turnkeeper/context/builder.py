@@ -8,6 +8,7 @@ only for the messages actually read) and what the report says. Each build logs e
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any, Protocol
 
 from turnkeeper import metrics
@@ -63,7 +64,9 @@ class ContextBuilder:
     """Builds the window a model sees for one turn, under a token budget.
 
     `counter` is the target model's tokenizer; `stored_encoding` is the one the stored
-    `Message.tokens` were counted with.
+    `Message.tokens` were counted with. `rendered` (by seq) holds entries an earlier build made
+    of the same messages with the same tokenizer (`context.tails`): they are reused, and the
+    entries made now are added to it.
     """
 
     def __init__(
@@ -73,8 +76,10 @@ class ContextBuilder:
         stored_encoding: str,
         summarizer: Summarizer | None = None,
         logger: EventLogger | None = None,
+        rendered: MutableMapping[int, ContextMessage] | None = None,
     ) -> None:
         self.counter = counter
+        self.rendered = rendered
         self.stored_encoding = stored_encoding
         self.summarizer = summarizer or ExtractiveSummarizer()
         self.logger: EventLogger = logger or get_logger("turnkeeper.context")
@@ -203,6 +208,16 @@ class ContextBuilder:
 
     def _render(self, message: Message) -> ContextMessage:
         """A stored message as a window entry, counted with the target tokenizer."""
+        if self.rendered is not None:
+            made = self.rendered.get(message.seq)
+            if made is not None and made.message_id == message.id:
+                return made
+            made = self._entry(message)
+            self.rendered[message.seq] = made
+            return made
+        return self._entry(message)
+
+    def _entry(self, message: Message) -> ContextMessage:
         tokens = message.tokens
         if self.counter.encoding != self.stored_encoding:
             tokens = self.counter.count_message(

@@ -68,6 +68,9 @@ class StoreHistory:
         self._page_size = max(1, page_size)
         self._loaded: dict[int, Message] = {}
         self._tail_floor: int | None = None  # every message from here to the newest is loaded
+        self._page_floor: int | None = None  # the oldest message of the pages read so far
+        self._pages_reach_start = False  # True once a page showed nothing older exists
+        self._head: Message | None = None
 
     @property
     def messages_in_store(self) -> int:
@@ -86,7 +89,8 @@ class StoreHistory:
         first = self._store.read_messages(
             self._session_id, include_internal=self._include_internal, limit=1
         )
-        return self._remember(first)[0] if first else None
+        self._head = self._remember(first)[0] if first else None
+        return self._head
 
     @staticmethod
     def page_size_for(budget: int, average_tokens: float) -> int:
@@ -100,20 +104,28 @@ class StoreHistory:
         upper: int | None = None
         size = self._page_size
         while True:
-            page = self._store.read_messages(
-                self._session_id,
-                to_seq=upper,
-                include_internal=self._include_internal,
-                newest_first=True,
-                limit=size,
-            )
+            page = self._page(upper, size)
+            if page:
+                self._page_floor = page[-1].seq
+            last = len(page) < size or page[-1].seq <= 1  # seqs start at 1: nothing older
+            self._pages_reach_start = self._pages_reach_start or last
             for message in self._remember(page):
                 self._tail_floor = message.seq
                 yield message
-            if len(page) < size or page[-1].seq <= 1:
-                return  # seqs start at 1: nothing older exists
+            if last:
+                return
             upper = page[-1].seq - 1
             size = max(16, self._page_size // 4)  # past the estimate: the rest is usually small
+
+    def _page(self, upper: int | None, size: int) -> Sequence[Message]:
+        """The `size` newest messages with a seq up to `upper` (any, when None), newest first."""
+        return self._store.read_messages(
+            self._session_id,
+            to_seq=upper,
+            include_internal=self._include_internal,
+            newest_first=True,
+            limit=size,
+        )
 
     def chronological(self) -> list[Message]:
         return self._remember(

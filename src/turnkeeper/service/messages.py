@@ -147,13 +147,18 @@ class Messages(Core):
                 raise type(exc)(f"messages[{index}].{exc.field}", exc.problem) from None
         if session_id is not None:
             try:
-                return self.store.append_messages(
+                appended = self.store.append_messages(
                     session_id, drafts, expected_last_seq=expected_last_seq, now=self._clock()
                 )
+                self._appended(session_id, appended)
+                return appended
             except SessionNotFound:
                 session = self.get_session(ref, project=project)  # a key shaped like an id
         assert session is not None
         return self._store_drafts(session, drafts, expected_last_seq)
+
+    def _appended(self, session_id: str, stored: list[Message]) -> None:
+        """Called with what each append stored (the context operations remember it)."""
 
     def _appendable_id(self, ref: SessionRef, project: str | None) -> str | None:
         """The session id an append can go to without reading the session first, else None.
@@ -184,6 +189,7 @@ class Messages(Core):
         stored = self.store.append_messages(
             session.id, drafts, expected_last_seq=expected_last_seq, now=now
         )
+        self._appended(session.id, stored)
         if self.settings.sliding_expiry:
             self._slide_expiry(session, stored, now)
         return stored

@@ -15,6 +15,7 @@ from collections.abc import Hashable
 from turnkeeper import metrics
 from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
+from turnkeeper.context.tails import Tails
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import SessionRef, agent_name, refuse_expired
 from turnkeeper.service.messages import Messages
@@ -53,6 +54,8 @@ class WindowMemo:
         self._size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, tuple[Hashable, ContextWindow]] = OrderedDict()
+        self.tails = Tails(size)
+        """The tail each session's last build read, for the next build (`context.tails`)."""
 
     def get(self, session_id: str, key: Hashable) -> ContextWindow | None:
         with self._lock:
@@ -171,21 +174,33 @@ class Windows(Messages):
                 metrics.CACHE_HITS.labels("window").inc()
                 record_build(remembered)
                 return remembered
-        history = StoreHistory(
+        page_size = StoreHistory.page_size_for(
+            budget, session.stored_tokens / max(1, session.message_count)
+        )
+        tails = self._windows.tails if self._windows is not None and agent is None else None
+        reader = (
+            None
+            if tails is None
+            else tails.reader(
+                self.store, session, include_internal=include_internal, page_size=page_size,
+                encoding=encoding,
+            )
+        )  # fmt: skip
+        history = reader or StoreHistory(
             self.store,
             session.id,
             messages_in_store=session.message_count,
             include_internal=include_internal,
-            page_size=StoreHistory.page_size_for(
-                budget, session.stored_tokens / max(1, session.message_count)
-            ),
+            page_size=page_size,
         )
+        # Checkpoints cover every stored message, so only a build that sees them all
+        # may use (and extend) them; only summaries use them.
+        checkpointed = include_internal and (agent is not None or chosen is StrategyName.SUMMARIZE)
         builder = ContextBuilder(
             counter_for(encoding),
             stored_encoding=self.encoding,
-            # Checkpoints cover every stored message, so only a build that sees them all
-            # may use (and extend) them.
-            summarizer=self._checkpointed(session.id) if include_internal else self._summarizer,
+            summarizer=self._checkpointed(session.id) if checkpointed else self._summarizer,
+            rendered=None if reader is None else reader.rendered,
         )
         pending = self.draft(new_message) if new_message is not None else None
         stored_pending = self._stored(session.id, pending)
@@ -215,7 +230,14 @@ class Windows(Messages):
         )
         if memo is not None and memo_key is not None:
             memo.put(session.id, memo_key, window)
+        if tails is not None and reader is not None:  # the next build reads what this one read
+            tails.remember(reader)
         return window
+
+    def _appended(self, session_id: str, stored: list[Message]) -> None:
+        """The next build may read these from memory, with the tail it remembers."""
+        if self._windows is not None:
+            self._windows.tails.appended(session_id, stored)
 
     def _stored(self, session_id: str, pending: MessageDraft | None) -> Message | None:
         """The stored message when the pending turn is stored already (same id, anywhere in the

@@ -5,7 +5,7 @@ Rule: one SDK item is one turnkeeper message. The message is what a person readi
 (or turnkeeper's context builder) expects — user/assistant/system text, a function call as an
 assistant tool call, its output as a tool message, reasoning and hosted-tool items as internal
 assistant notes — and its metadata holds the item's JSON text exactly as the SDK's own
-`SQLiteSession` stores it (`json.dumps`), so the SDK gets back the very item it stored, keys in
+`SQLiteSession` stores it (`json.dumps`, here `turnkeeper.jsonenc.dumps`: the same text), so the SDK gets back the very item it stored, keys in
 the same order. Messages that other writers appended to the same session (without that
 metadata) are offered to the SDK as the equivalent items.
 
@@ -19,10 +19,10 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from turnkeeper import jsonenc
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
@@ -196,7 +196,7 @@ def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
 def item_to_message(item: TResponseInputItem) -> NewMessage:
     """The turnkeeper message that stores `item`: readable, and carrying the item exactly."""
     raw: Mapping[str, Any] = item
-    metadata = {ITEM_KEY: json.dumps(item)}
+    metadata = {ITEM_KEY: jsonenc.dumps(item)}
     kind = raw.get("type", "message")
     role = raw.get("role")
     if kind == "message" and role in _ROLES:
@@ -225,7 +225,7 @@ def message_to_items(message: Message) -> list[TResponseInputItem]:
     else the equivalent of a message another turnkeeper writer appended."""
     stored = message.metadata.get(ITEM_KEY)
     if isinstance(stored, str):
-        return [json.loads(stored)]
+        return [jsonenc.loads(stored)]
     if message.role is Role.TOOL:
         call_id = message.tool_call_id or ""
         return [{"type": "function_call_output", "call_id": call_id, "output": message.content}]
@@ -248,4 +248,4 @@ def _function_call(call: JSONObject) -> dict[str, Any]:
 
 def _arguments(raw: Mapping[str, Any]) -> str:
     value = raw.get("arguments", raw.get("input", ""))
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else jsonenc.dumps(value)

@@ -27,7 +27,15 @@ from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
 from turnkeeper.service.aio import AsyncTurnkeeper
-from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
+from turnkeeper.types import (
+    JSONObject,
+    Message,
+    NewMessage,
+    Role,
+    Session,
+    StrategyName,
+    build_new_message,
+)
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -201,23 +209,38 @@ def item_to_message(item: TResponseInputItem) -> NewMessage:
     role = raw.get("role")
     if kind == "message" and role in _ROLES:
         text = content_text(raw.get("content")) or f"[empty {role} message]"
-        return NewMessage(role=_ROLES[role], content=text, metadata=metadata)
+        return _message(_ROLES[role], text, metadata)
     if kind in ("function_call", "custom_tool_call") and raw.get("call_id"):
         call = {
             "id": raw["call_id"],
             "type": "function",
             "function": {"name": raw.get("name", ""), "arguments": _arguments(raw)},
         }
-        return NewMessage(role=Role.ASSISTANT, tool_calls=[call], metadata=metadata)
+        return _message(Role.ASSISTANT, "", metadata, tool_calls=[call])
     if kind in ("function_call_output", "custom_tool_call_output") and raw.get("call_id"):
         output = content_text(raw.get("output"))
-        return NewMessage(
-            role=Role.TOOL, content=output, tool_call_id=raw["call_id"], metadata=metadata
-        )
+        return _message(Role.TOOL, output, metadata, tool_call_id=raw["call_id"])
     # Reasoning, hosted tools (web/file search, computer, MCP…), references: the model needs
     # them back, a reader of the conversation does not.
     note = content_text(raw.get("summary")) or kind
-    return NewMessage(role=Role.ASSISTANT, content=f"[{note}]", internal=True, metadata=metadata)
+    return _message(Role.ASSISTANT, f"[{note}]", metadata, internal=True)
+
+
+def _message(
+    role: Role,
+    content: str,
+    metadata: JSONObject,
+    *,
+    internal: bool = False,
+    tool_calls: list[JSONObject] | None = None,
+    tool_call_id: str | None = None,
+) -> NewMessage:
+    """`NewMessage(…)` of an item, built directly (`build_new_message`): one per item of
+    every `add_items`, a large one included."""
+    return build_new_message(
+        role=role, content=content, author=None, internal=internal, id=None, usage=None,
+        tool_calls=tool_calls, tool_call_id=tool_call_id, metadata=metadata,
+    )  # fmt: skip
 
 
 def message_to_items(message: Message) -> list[TResponseInputItem]:

@@ -27,6 +27,7 @@ from turnkeeper.types import (
     Session,
     SessionPatch,
     Usage,
+    build_draft,
 )
 from turnkeeper.validation import check_message, check_non_negative, check_positive
 
@@ -69,7 +70,7 @@ class Messages(Core):
             message, max_bytes=self.settings.max_message_bytes
         )
         author = message.author
-        return MessageDraft(
+        return build_draft(
             id=message.id or new_id or str(uuid.uuid4()),
             role=role,
             content=message.content,
@@ -87,6 +88,7 @@ class Messages(Core):
             tool_calls=tool_calls,
             tool_call_id=message.tool_call_id,
             metadata=metadata,
+            trace=None,
         )
 
     def append(

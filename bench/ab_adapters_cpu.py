@@ -46,29 +46,30 @@ def _child() -> None:
         return time.process_time() - start
 
     ratios: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        with turnkeeper.open(f"sqlite:///{tmp}/tk.db") as tk:
-            tk.counter.count_text("load the tokenizer once, as any long-lived process does")
-            for size in SIZES:
-                pairs = [turn(n) for n in range(size // 2)]
-                everything = [item for pair in pairs for item in pair]
-                sides = {
-                    "tk": lambda name: TurnkeeperSession(name, tk),
-                    "sdk": lambda name: SQLiteSession(name, Path(tmp) / "sdk.db"),
-                }
-                spent: dict[str, dict[str, float]] = {"tk": {}, "sdk": {}}
-                for side, make in sides.items():
-                    batch, turns = make(f"batch{size}"), make(f"turns{size}")
+    with tempfile.TemporaryDirectory() as tmp, turnkeeper.open(f"sqlite:///{tmp}/tk.db") as tk:
+        tk.counter.count_text("load the tokenizer once, as any long-lived process does")
+        for size in SIZES:
+            pairs = [turn(n) for n in range(size // 2)]
+            everything = [item for pair in pairs for item in pair]
+            sides = {
+                "tk": lambda name: TurnkeeperSession(name, tk),
+                "sdk": lambda name: SQLiteSession(name, Path(tmp) / "sdk.db"),
+            }
+            spent: dict[str, dict[str, float]] = {"tk": {}, "sdk": {}}
+            for side, make in sides.items():
+                batch, turns = make(f"batch{size}"), make(f"turns{size}")
 
-                    async def by_turns(session: Any = turns) -> None:
-                        for pair in pairs:
-                            await session.add_items(pair)
+                async def by_turns(session: Any = turns, pairs: Any = pairs) -> None:
+                    for pair in pairs:
+                        await session.add_items(pair)
 
-                    spent[side]["add at once"] = cpu(lambda s=batch: s.add_items(everything))
-                    spent[side]["add, turn by turn"] = cpu(by_turns)
-                    spent[side]["get all"] = cpu(lambda s=batch: s.get_items())
-                for operation, sdk in spent["sdk"].items():
-                    ratios[f"{size:,} {operation}"] = spent["tk"][operation] / sdk
+                spent[side]["add at once"] = cpu(
+                    lambda s=batch, items=everything: s.add_items(items)
+                )
+                spent[side]["add, turn by turn"] = cpu(by_turns)
+                spent[side]["get all"] = cpu(lambda s=batch: s.get_items())
+            for operation, sdk in spent["sdk"].items():
+                ratios[f"{size:,} {operation}"] = spent["tk"][operation] / sdk
     print(json.dumps(ratios))
 
 

@@ -22,24 +22,21 @@ OPTIONS: list[dict[str, Any]] = [
 ]
 
 json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=5)
-    | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
     max_leaves=30,
 )
 
 SAMPLES: list[Any] = [
-    {"role": "user", "content": "héllo \u2028 \ud83d\ude00 \"quoted\" \\ \n\t"},
+    {"role": "user", "content": 'héllo \u2028 \ud83d\ude00 "quoted" \\ \n\t'},
     {"b": 1, "a": [1.5, -0.0, 1e300, None, True, False, "x"], "c": {}},
     [float("nan"), float("inf"), -float("inf")],
     "a lone surrogate \ud800",
     12345678901234567890,
     (1, 2),
-    {1: "int key", 2.5: "float key", True: "bool key", None: "none key"},
+    {1: "int key", 2.5: "float key", False: "bool key", None: "none key"},
     [],
     {},
 ]

@@ -21,8 +21,8 @@ from typing import Any
 
 __all__ = ["Encoder", "dumps", "loads"]
 
-_make_encoder: Any = _encoder.c_make_encoder
-_scan_once: Callable[[str, int], tuple[Any, int]] = json.decoder.JSONDecoder().scan_once
+_make_encoder: Any = getattr(_encoder, "c_make_encoder", None)
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
 """The scanner `json.loads` itself ends in (C, or `json.scanner`'s Python one without it)."""
 
 
@@ -60,7 +60,7 @@ class Encoder:
     def encode(self, value: Any) -> str:
         """The JSON text of `value`, exactly as `json.dumps` with these options writes it."""
         if type(value) is str:
-            return self._string(value)  # type: ignore[no-any-return]
+            return self._string(value)
         if _make_encoder is None:  # pragma: no cover - no C accelerator
             return self._fallback.encode(value)
         return "".join(_make_encoder({}, *self._options)(value, 0))

@@ -458,7 +458,7 @@ def _slot_filler(cls: type[T]) -> Callable[..., T]:
         namespace[f"_set_{name}"] = cls.__dict__[name].__set__
         body.append(f"    _set_{name}(self, {name})")
     source = f"def make(*, {', '.join(names)}):\n" + "\n".join(body) + "\n    return self\n"
-    exec(source, namespace)  # noqa: S102 - field names of our own classes
+    exec(source, namespace)  # the field names of our own classes, nothing else
     make: Callable[..., T] = namespace["make"]
     make.__doc__ = f"`{cls.__name__}(**fields)`, every field given, built directly."
     return make

@@ -7,7 +7,9 @@ Each round runs one child process per checkout (alternating, so the noise of a s
 falls on both alike). A child measures, on fresh SQLite files at the defaults of both sides,
 the process CPU time (`time.process_time`: every thread, and none of the waiting for the disk
 or for a core) of: one `add_items` of 1,000 and of 10,000 items, the same items turn by turn
-(two items an `add_items`), and `get_items()` of all of them, for turnkeeper and for the SDK.
+(two items an `add_items`), and `get_items()` of all of them, for turnkeeper and for the SDK;
+each after a full garbage collection, so an operation pays for the collections its own
+allocations cause, not for what the one before it left pending.
 Printed: the median over the rounds of turnkeeper's CPU divided by the SDK's, per checkout.
 Wall-clock times, with the disk, are `bench_adapters.py`'s.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -41,6 +44,7 @@ def _child() -> None:
     from turnkeeper.adapters import TurnkeeperSession
 
     def cpu(work: Callable[[], Awaitable[Any]]) -> float:
+        gc.collect()  # no collection left pending by the operation before
         start = time.process_time()
         asyncio.run(work())
         return time.process_time() - start

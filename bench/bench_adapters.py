@@ -11,7 +11,8 @@ the `Session` protocol an agent run uses:
 - get all: `get_items()` of the whole conversation (the SDK's default when no limit is set);
 - get latest 20: `get_items(20)`.
 
-Median of several reads each; each operation runs on both sessions in alternation. Results are printed as a Markdown table and written to
+Median of several reads each; each operation runs on both sessions in alternation. The one
+large add and each full read start after a full garbage collection (see `timed`). Results are printed as a Markdown table and written to
 bench/results/adapters.md. The machine is shared and noisy: read the ratios, measured side by
 side in one run.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import statistics
 import tempfile
@@ -55,8 +57,13 @@ def turn(n: int) -> list[dict[str, Any]]:
 Timings = dict[str, list[float]]
 
 
-async def timed(call: Awaitable[Any]) -> float:
-    """Seconds until `call` (a coroutine not started yet) is done."""
+async def timed(call: Awaitable[Any], *, collected: bool = False) -> float:
+    """Seconds until `call` (a coroutine not started yet) is done. `collected`: first a full
+    garbage collection, so a large operation pays for the collections its own allocations
+    cause and not for what the operations before it left pending (which side that debt fell
+    on was chance, and it was most of the spread between runs)."""
+    if collected:
+        gc.collect()
     start = time.perf_counter()
     await call
     return time.perf_counter() - start
@@ -78,10 +85,10 @@ async def side_by_side(
         for name, session in sessions.items():
             note(name, "add, turn by turn", await timed(session.add_items(pair)))
     for name, batch in batches.items():
-        note(name, "add at once", await timed(batch.add_items(everything)))
+        note(name, "add at once", await timed(batch.add_items(everything), collected=True))
     for _ in range(reads):
         for name, session in sessions.items():
-            note(name, "get all", await timed(session.get_items()))
+            note(name, "get all", await timed(session.get_items(), collected=True))
     for _ in range(reads * 20):
         for name, session in sessions.items():
             note(name, "get latest 20", await timed(session.get_items(20)))

@@ -30,3 +30,22 @@ def test_the_weight_follows_replaced_and_outdated_entries() -> None:
     assert lru.weight == weigh("y" * 10)
     lru.put("s", 2, "count", 3)  # a newer version drops the old entries
     assert lru.weight == weigh(3)
+
+
+def test_a_message_weighs_its_metadata_text() -> None:
+    """A message whose metadata holds a long string (the OpenAI Agents adapter's item text)
+    weighs about that much more than the same message without it."""
+    from datetime import UTC, datetime
+
+    from turnkeeper.types import Message, Role
+
+    plain = Message(
+        id="m", session_id="s", seq=1, role=Role.USER, content="hi",
+        created_at=datetime.now(UTC), tokens=3,
+    )  # fmt: skip
+    item = "x" * 10_000
+    carrying = Message(
+        id="m", session_id="s", seq=1, role=Role.USER, content="hi",
+        created_at=plain.created_at, tokens=3, metadata={"item": item, "n": [1, 2]},
+    )  # fmt: skip
+    assert weigh(carrying) - weigh(plain) == len("item") + len(item) + len("n") + len("[1, 2]")

@@ -5,7 +5,7 @@ Rule: one SDK item is one turnkeeper message. The message is what a person readi
 (or turnkeeper's context builder) expects — user/assistant/system text, a function call as an
 assistant tool call, its output as a tool message, reasoning and hosted-tool items as internal
 assistant notes — and its metadata holds the item's JSON text exactly as the SDK's own
-`SQLiteSession` stores it (`json.dumps`), so the SDK gets back the very item it stored, keys in
+`SQLiteSession` stores it (`json.dumps`, here `turnkeeper.jsonenc.dumps`: the same text), so the SDK gets back the very item it stored, keys in
 the same order. Messages that other writers appended to the same session (without that
 metadata) are offered to the SDK as the equivalent items.
 
@@ -19,15 +19,23 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from turnkeeper import jsonenc
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
 from turnkeeper.service.aio import AsyncTurnkeeper
-from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
+from turnkeeper.types import (
+    JSONObject,
+    Message,
+    NewMessage,
+    Role,
+    Session,
+    StrategyName,
+    build_new_message,
+)
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -196,28 +204,43 @@ def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
 def item_to_message(item: TResponseInputItem) -> NewMessage:
     """The turnkeeper message that stores `item`: readable, and carrying the item exactly."""
     raw: Mapping[str, Any] = item
-    metadata = {ITEM_KEY: json.dumps(item)}
+    metadata = {ITEM_KEY: jsonenc.dumps(item)}
     kind = raw.get("type", "message")
     role = raw.get("role")
     if kind == "message" and role in _ROLES:
         text = content_text(raw.get("content")) or f"[empty {role} message]"
-        return NewMessage(role=_ROLES[role], content=text, metadata=metadata)
+        return _message(_ROLES[role], text, metadata)
     if kind in ("function_call", "custom_tool_call") and raw.get("call_id"):
         call = {
             "id": raw["call_id"],
             "type": "function",
             "function": {"name": raw.get("name", ""), "arguments": _arguments(raw)},
         }
-        return NewMessage(role=Role.ASSISTANT, tool_calls=[call], metadata=metadata)
+        return _message(Role.ASSISTANT, "", metadata, tool_calls=[call])
     if kind in ("function_call_output", "custom_tool_call_output") and raw.get("call_id"):
         output = content_text(raw.get("output"))
-        return NewMessage(
-            role=Role.TOOL, content=output, tool_call_id=raw["call_id"], metadata=metadata
-        )
+        return _message(Role.TOOL, output, metadata, tool_call_id=raw["call_id"])
     # Reasoning, hosted tools (web/file search, computer, MCP…), references: the model needs
     # them back, a reader of the conversation does not.
     note = content_text(raw.get("summary")) or kind
-    return NewMessage(role=Role.ASSISTANT, content=f"[{note}]", internal=True, metadata=metadata)
+    return _message(Role.ASSISTANT, f"[{note}]", metadata, internal=True)
+
+
+def _message(
+    role: Role,
+    content: str,
+    metadata: JSONObject,
+    *,
+    internal: bool = False,
+    tool_calls: list[JSONObject] | None = None,
+    tool_call_id: str | None = None,
+) -> NewMessage:
+    """`NewMessage(…)` of an item, built directly (`build_new_message`): one per item of
+    every `add_items`, a large one included."""
+    return build_new_message(
+        role=role, content=content, author=None, internal=internal, id=None, usage=None,
+        tool_calls=tool_calls, tool_call_id=tool_call_id, metadata=metadata,
+    )  # fmt: skip
 
 
 def message_to_items(message: Message) -> list[TResponseInputItem]:
@@ -225,7 +248,7 @@ def message_to_items(message: Message) -> list[TResponseInputItem]:
     else the equivalent of a message another turnkeeper writer appended."""
     stored = message.metadata.get(ITEM_KEY)
     if isinstance(stored, str):
-        return [json.loads(stored)]
+        return [jsonenc.loads(stored)]
     if message.role is Role.TOOL:
         call_id = message.tool_call_id or ""
         return [{"type": "function_call_output", "call_id": call_id, "output": message.content}]
@@ -248,4 +271,4 @@ def _function_call(call: JSONObject) -> dict[str, Any]:
 
 def _arguments(raw: Mapping[str, Any]) -> str:
     value = raw.get("arguments", raw.get("input", ""))
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else jsonenc.dumps(value)

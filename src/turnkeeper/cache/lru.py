@@ -30,11 +30,26 @@ def weigh(value: Any) -> int:
     if isinstance(value, str | bytes):
         return OVERHEAD + len(value)
     if isinstance(value, tuple | list):
-        return OVERHEAD + sum(weigh(item) for item in value)
+        return OVERHEAD + sum(map(weigh, value))
     content = getattr(value, "content", None)
     if isinstance(content, str):
-        return OVERHEAD + len(content) + len(str(getattr(value, "metadata", "")))
+        return OVERHEAD + len(content) + _metadata_weight(getattr(value, "metadata", None))
     return OVERHEAD
+
+
+def _metadata_weight(metadata: Any) -> int:
+    """About the length of `str(metadata)` without building it: the keys and the string
+    values counted by length, other values by their text. `str()` of metadata holding a long
+    string (the OpenAI Agents adapter's item text) re-escaped all of it, for every message of
+    every page cached."""
+    if not metadata:
+        return 0
+    if type(metadata) is not dict:
+        return len(str(metadata))
+    total = 0
+    for key, item in metadata.items():
+        total += len(key) + (len(item) if type(item) is str else len(str(item)))
+    return total
 
 
 @dataclass

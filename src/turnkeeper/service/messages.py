@@ -27,6 +27,7 @@ from turnkeeper.types import (
     Session,
     SessionPatch,
     Usage,
+    build_draft,
 )
 from turnkeeper.validation import check_message, check_non_negative, check_positive
 
@@ -65,27 +66,29 @@ class Messages(Core):
     ) -> MessageDraft:
         """`draft`, at `now`, with `new_id` as the id when the message has none (a fresh
         random id when that is None too), counted by `counter` (looked up once a batch)."""
-        clean = check_message(message, max_bytes=self.settings.max_message_bytes)
-        role = clean.role if type(clean.role) is Role else Role(clean.role)
-        tool_calls = tuple(clean.tool_calls) if clean.tool_calls is not None else None
-        return MessageDraft(
-            id=clean.id or new_id or str(uuid.uuid4()),
+        role, tool_calls, metadata = check_message(
+            message, max_bytes=self.settings.max_message_bytes
+        )
+        author = message.author
+        return build_draft(
+            id=message.id or new_id or str(uuid.uuid4()),
             role=role,
-            content=clean.content,
+            content=message.content,
             tokens=counter.count_message(
-                role.value,
-                clean.content,
-                name=wire_name(role, clean.author) if clean.author else None,
+                role._value_,  # `.value` is an enum property: a cost per message
+                message.content,
+                name=wire_name(role, author) if author else None,
                 tool_calls=tool_calls,
-                tool_call_id=clean.tool_call_id,
+                tool_call_id=message.tool_call_id,
             ),
             created_at=now,
-            author=clean.author,
-            internal=clean.internal,
-            usage=clean.usage,
+            author=author,
+            internal=message.internal,
+            usage=message.usage,
             tool_calls=tool_calls,
-            tool_call_id=clean.tool_call_id,
-            metadata=clean.metadata or {},
+            tool_call_id=message.tool_call_id,
+            metadata=metadata,
+            trace=None,
         )
 
     def append(

@@ -15,7 +15,7 @@ from datetime import datetime
 from turnkeeper.errors import Conflict, InvalidInput, SeqConflict, SessionExpired
 from turnkeeper.storage.base import check_retry
 from turnkeeper.storage.codec import to_ts_or_none
-from turnkeeper.types import Message, MessageDraft, Session, SessionStatus
+from turnkeeper.types import Message, MessageDraft, Session, SessionStatus, build_message
 
 __all__ = ["AppendPlan", "AppendTarget", "plan_append"]
 
@@ -90,7 +90,7 @@ def plan_append(
     traces: list[tuple[int, str]] = []
     for draft in fresh:
         seq += 1
-        known[draft.id] = Message(
+        known[draft.id] = build_message(
             id=draft.id,
             session_id=session.id,
             seq=seq,

@@ -11,14 +11,15 @@ import base64
 import json
 from typing import Any
 
+from turnkeeper import jsonenc
 from turnkeeper.errors import InvalidInput
 from turnkeeper.records import from_ts as from_ts
 from turnkeeper.records import from_ts_or_none as from_ts_or_none
 from turnkeeper.records import to_ts as to_ts
 from turnkeeper.records import to_ts_or_none as to_ts_or_none
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-"""`json.dumps` with these options builds an encoder per call; one, reused, does not."""
+_ENCODER = jsonenc.Encoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+"""`json.dumps` with these options, without its per-call overhead (`turnkeeper.jsonenc`)."""
 
 
 def dump_json(value: Any) -> str:
@@ -35,7 +36,7 @@ def load_json(value: Any) -> Any:
         return value
     if value == "{}":
         return {}
-    return json.loads(value)
+    return jsonenc.loads(value)
 
 
 def encode_cursor(updated_at: str, session_id: str) -> str:

@@ -42,6 +42,7 @@ from turnkeeper.types import (
     SessionStatus,
     SummaryCheckpoint,
     Usage,
+    build_message,
 )
 
 
@@ -363,7 +364,7 @@ def message_from_row(row: Row, d: Dialect) -> Message:
     if row["usage_input_tokens"] is not None or row["usage_output_tokens"] is not None:
         usage = Usage(row["usage_input_tokens"] or 0, row["usage_output_tokens"] or 0)
     tool_calls = d.decode_json(row["tool_calls"])
-    return Message(
+    return build_message(
         id=row["id"],
         session_id=row["session_id"],
         seq=row["seq"],

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import turnkeeper
+from turnkeeper.errors import BackendUnavailable
 from turnkeeper.storage.migrations import LATEST_VERSION
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sqlite import SQLiteStore, _examine
 
 SYNCHRONOUS_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
 
@@ -139,3 +140,44 @@ def test_a_migration_by_a_store_still_open_elsewhere_is_seen(tmp_path: Path) -> 
     finally:
         migrator.close()
         reader.close()
+
+
+def test_the_header_gives_the_version_only_when_no_log_is_pending(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    url = f"sqlite:///{path}"
+    SQLiteStore(url, target_version=1).close()
+    assert _examine(path)[1] == 1  # closed cleanly: the file holds everything
+    migrator = SQLiteStore(url)  # kept open: its migration may sit in the write-ahead log
+    try:
+        pending = os.path.exists(f"{path}-wal") and os.stat(f"{path}-wal").st_size > 0
+        assert _examine(path)[1] == (None if pending else LATEST_VERSION)
+    finally:
+        migrator.close()
+    assert _examine(path)[1] == LATEST_VERSION
+    assert _examine(tmp_path / "missing.db") == (None, None)
+
+
+def test_a_file_that_is_no_database_is_refused_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are my notes, not a database" * 100)
+    with pytest.raises(BackendUnavailable):
+        turnkeeper.open(f"sqlite:///{path}")
+    assert _examine(path)[1] is None
+
+
+def test_a_copy_with_its_log_still_pending_opens_migrated(tmp_path: Path) -> None:
+    """A crash leaves the migration in the log: the copy (file and log, as a crashed
+    process left them) opens at the latest version, with its data."""
+    path = tmp_path / "old.db"
+    url = f"sqlite:///{path}"
+    _made_with(path, "cl100k_base")
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    with turnkeeper.open(url) as tk:
+        tk.create_session(key="after")
+        for suffix in ("", "-wal"):  # as it is on disk while the store is open
+            if os.path.exists(f"{path}{suffix}"):
+                shutil.copyfile(f"{path}{suffix}", crashed / f"old.db{suffix}")
+    with turnkeeper.open(f"sqlite:///{crashed / 'old.db'}") as tk:
+        assert tk.encoding == "cl100k_base"
+        assert tk.get_session("after").key == "after"

@@ -9,11 +9,12 @@ Every write is `SQLStore`'s; this module keeps the connections, the transaction 
 `sqlite3` errors mean (`_error`, applied to every read and write transaction alike).
 
 Opening is kept to what an open must know, because a CLI call or a request handler may open a
-store just to run one statement (bench/bench_sqlite.py, "open"): it reads `PRAGMA user_version`
-(a header read, no schema parse) and nothing else. A connection's set-up pragmas run in one
-call at its first use; the file's writer queue is looked up at the first write; and the `meta`
-values (written once, when the database is made, never changed) are remembered per file
-identity, so a second open of an unchanged file does not read them again.
+store just to run one statement (bench/bench_sqlite.py, "open"): the schema version, read from
+the file's header when no log is pending (`_examine`), else with `PRAGMA user_version` (a header
+read, no schema parse). A connection is made at first use, and its set-up pragmas run then, in
+one call; the file's writer queue is looked up at the first write; and the `meta` values
+(written once, when the database is made, never changed) are remembered per file identity, so a
+second open of an unchanged file does not read them again.
 """
 
 from __future__ import annotations
@@ -69,13 +70,42 @@ _REMEMBERED_META: dict[tuple[int, int], tuple[FileIdentity, dict[str, str]]] = {
 its identity changes), valid while the file's identity is the one they were read under."""
 
 
-def _identity(path: Path) -> FileIdentity | None:
-    """The file's identity now, None when it does not exist (yet) or cannot be examined."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
+USER_VERSION_OFFSET = 60
+"""Where the header of a SQLite file keeps `PRAGMA user_version` (4 bytes, big-endian)."""
+
+
+def _examine(path: Path) -> tuple[FileIdentity | None, int | None]:
+    """The file's identity, and its schema version (`PRAGMA user_version`) read from its header
+    when the file alone holds the database's last committed state (no write-ahead log with
+    frames in it, no rollback journal); None for what is unknown (no file yet, not a SQLite
+    file, a log to replay: SQLite is asked then).
+
+    Why not ask SQLite: the first read of a WAL database that no other connection has open
+    makes and maps its `-shm` index, and the last close removes it again, ~0.6 ms a cycle
+    (bench/bench_sqlite.py, "open") for a value the header holds. A header read can only be
+    behind SQLite's answer, never ahead (versions only grow; a committed migration sits in the
+    log until a checkpoint), and a version found behind is read again by SQLite inside the
+    migration's write transaction, so at worst it costs that transaction."""
     try:
-        stat = os.stat(path)
+        with open(path, "rb", buffering=0) as file:
+            stat = os.fstat(file.fileno())
+            header = file.read(USER_VERSION_OFFSET + 4)
     except OSError:
-        return None
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_ctime_ns)
+        return None, None
+    identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_ctime_ns)
+    if len(header) < USER_VERSION_OFFSET + 4 or not header.startswith(SQLITE_MAGIC):
+        return identity, None
+    if _has_frames(Path(f"{path}-wal")) or os.path.exists(f"{path}-journal"):
+        return identity, None
+    return identity, int.from_bytes(header[USER_VERSION_OFFSET:], "big", signed=True)
+
+
+def _has_frames(log: Path) -> bool:
+    try:
+        return os.stat(log).st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 class SQLiteStore(SQLStore, SQLiteSearch):
@@ -117,8 +147,9 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         # Taken before the first connection opens its file: whatever file that connection
         # then finds, values read through it are never remembered under another file's
         # identity (a file put in place meanwhile has a new one).
-        self._identity = _identity(self.path)
-        self._migrate(target_version)
+        self._identity, version = _examine(self.path)
+        if version is None or version < target_version:
+            self._migrate(target_version)
 
     # -- connections and transactions -------------------------------------------------------
 

@@ -187,7 +187,13 @@ def _load_encoding(name: str) -> Any:
             f" or {APPROX_ENCODING}",
         )
     with _load_lock:
-        return tiktoken.Encoding(**_offline(openai_public.ENCODING_CONSTRUCTORS[name])())
+        encoding = tiktoken.Encoding(**_offline(openai_public.ENCODING_CONSTRUCTORS[name])())
+    # The encoder counts with its Rust copy of the ranks; tiktoken keeps the Python table too,
+    # only to pickle the encoding, and that table (a bytes object and an int per token) is
+    # the bulk of a process's memory: ~27 MiB of o200k_base's resident set (bench/
+    # memory_stages.py). Dropped, and pickling this encoding fails loudly instead.
+    del encoding._mergeable_ranks
+    return encoding
 
 
 def encoding_for_model(model: str | None, default: str) -> str:

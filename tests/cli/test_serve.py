@@ -214,6 +214,40 @@ def test_workers_stop_when_their_supervisor_is_killed(env: dict[str, str], tmp_p
             httpx.get(f"{url}/healthz", timeout=2)
 
 
+def test_a_restarted_worker_serves_its_copy_of_the_app_built_before_the_fork(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """The supervisor builds the workers' apps before forking; a worker that dies is forked
+    again from the supervisor's untouched copy, and serves (worker 0 sweeps again)."""
+    from turnkeeper.server.run import CRASH_LOOP_SECONDS
+
+    env = env | {"TURNKEEPER_CLEANUP_INTERVAL": "0.2s"}
+    with served(env, tmp_path, "--workers", "2") as (url, lines):
+        _ready(url)
+        time.sleep(CRASH_LOOP_SECONDS + 0.5)  # long enough alive to be restarted, not given up
+        processes = _serving(tmp_path / "served.db")
+        pids = {p.pid for p in processes}
+        (supervisor,) = [p for p in processes if p.ppid() not in pids]
+        first = {p.pid for p in processes if p is not supervisor}
+        for worker in [p for p in processes if p is not supervisor]:
+            worker.kill()
+            worker.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while len({c.pid for c in supervisor.children()} - first) < 2:
+            assert time.monotonic() < deadline, "the workers were not restarted"
+            time.sleep(0.1)
+        restarted = {c.pid for c in supervisor.children()} - first
+        _ready(url)
+        answers = [httpx.post(f"{url}/v1/sessions", json={"key": f"k{n}"}) for n in range(20)]
+        assert {answer.status_code for answer in answers} == {201}
+        time.sleep(1)  # the restarted worker 0 sweeps several times
+    records = [json.loads(line) for line in lines[2:] if line.startswith("{")]
+    created = [r for r in records if r["event"] == "http_request" and r["method"] == "POST"]
+    assert len(created) == 20 and {r["pid"] for r in created} <= restarted
+    assert {r["pid"] for r in records if r["event"] == "expiry_sweep"} & restarted
+    assert not any("Traceback" in line for line in lines)
+
+
 def _serving(database: Path) -> list[Any]:
     """The processes of the `turnkeeper serve` on `database` (forked workers share its
     command line)."""

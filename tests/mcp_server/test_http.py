@@ -4,6 +4,8 @@ client: the same tools, behind the same API keys and project scoping as the REST
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,3 +194,44 @@ def test_without_keys_mcp_answers_loopback_names_only(tmp_path: Path) -> None:
         )
     assert rebound_host.status_code == 421
     assert rebound_origin.status_code == 403
+
+
+LAZY_LOAD = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from fastapi.testclient import TestClient
+from turnkeeper.config import load_settings
+from turnkeeper.server.app import create_app
+
+def sdk_loaded():
+    return any(name == "mcp" or name.startswith("mcp.") for name in sys.modules)
+
+app = create_app(load_settings(database_url=sys.argv[1], auth=False))
+request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+accept = {"Accept": "application/json, text/event-stream"}
+with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+    assert client.get("/v1/sessions").status_code == 200
+    print("after REST:", sdk_loaded())
+    with ThreadPoolExecutor(4) as pool:  # the first requests arrive together
+        answers = list(pool.map(lambda _: client.post("/mcp", json=request, headers=accept),
+                                range(4)))
+    print("statuses:", sorted({int(answer.status_code) for answer in answers}))
+    print("tools:", "append_message" in {t["name"] for t in answers[0].json()["result"]["tools"]})
+    print("after /mcp:", sdk_loaded())
+"""
+
+
+def test_the_sdk_is_loaded_at_the_first_mcp_request(tmp_path: Path) -> None:
+    """A service whose clients never ask for `/mcp` does not carry the SDK; the first requests
+    (several at once) load it and are answered."""
+    db = f"sqlite:///{tmp_path / 'lazy.db'}"
+    ran = subprocess.run(
+        [sys.executable, "-c", LAZY_LOAD, db], capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [
+        "after REST: False",
+        "statuses: [200]",
+        "tools: True",
+        "after /mcp: True",
+    ]

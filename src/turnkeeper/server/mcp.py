@@ -10,14 +10,22 @@ so an MCP client shows it. The body limit (`gate.BodyLimit`) applies here as eve
 Stateless: each POST is served on its own, with no MCP session kept in the process, so any
 replica behind a load balancer can answer any request. Without the `mcp` extra there is no
 `/mcp` and the rest of the service runs as before.
+
+The SDK is loaded at the first `/mcp` request, not at start-up: it is ~24 MiB of every server
+process's memory (bench/memory_stages.py) that a service whose clients speak REST never uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import importlib
+import importlib.util
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskStatus
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -56,11 +64,12 @@ def caller_of(ctx: Context) -> Caller:
 
 
 class McpEndpoint:
-    """ASGI app at `/mcp`: authenticate, then hand the request to the SDK's session manager
-    (set while the app runs, see `install`)."""
+    """ASGI app at `/mcp`: authenticate, then hand the request to the SDK's session manager,
+    started at the first request while the app runs (see `running`)."""
 
     def __init__(self) -> None:
         self.manager: StreamableHTTPSessionManager | None = None
+        self._start: Callable[[], Awaitable[StreamableHTTPSessionManager]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -70,14 +79,48 @@ class McpEndpoint:
             await _refusal(exc, scope)(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER_STATE] = caller
-        if self.manager is None:  # the app is not running (no lifespan): nothing to serve
-            raise RuntimeError("the MCP endpoint is served only while the app's lifespan runs")
-        await self.manager.handle_request(scope, receive, send)
+        manager = self.manager
+        if manager is None:
+            if self._start is None:  # the app is not running (no lifespan): nothing to serve
+                raise RuntimeError("the MCP endpoint is served only while the app's lifespan runs")
+            manager = await self._start()
+        await manager.handle_request(scope, receive, send)
 
     @asynccontextmanager
     async def running(self, tk: Turnkeeper, settings: Settings) -> AsyncIterator[None]:
-        """Serve MCP over `tk` while the block runs (the SDK's session manager needs its
-        task group alive for as long as requests may come)."""
+        """Let MCP be served over `tk` while the block runs: the first request starts the SDK's
+        session manager in a task of this block's task group (the manager's own task group
+        must stay alive for as long as requests may come, beyond the request that started
+        it), and the block's end stops it."""
+        stop = anyio.Event()
+        starting = anyio.Lock()
+        async with anyio.create_task_group() as group:
+
+            async def start() -> StreamableHTTPSessionManager:
+                async with starting:  # the requests that arrive first wait for one start
+                    if self.manager is None:
+                        self.manager = await group.start(self._serve, tk, settings, stop)
+                    return self.manager
+
+            self._start = start
+            try:
+                yield
+            finally:
+                self._start = None
+                stop.set()
+        self.manager = None
+
+    @staticmethod
+    async def _serve(
+        tk: Turnkeeper,
+        settings: Settings,
+        stop: anyio.Event,
+        *,
+        task_status: TaskStatus[StreamableHTTPSessionManager],
+    ) -> None:
+        """Load the SDK (in a thread: the import takes a while, the event loop serves on), build
+        the server over `tk` and run its session manager until `stop`."""
+        await anyio.to_thread.run_sync(importlib.import_module, "turnkeeper.mcp")
         from mcp.server.transport_security import TransportSecuritySettings
 
         from turnkeeper.mcp import build_server
@@ -103,11 +146,8 @@ class McpEndpoint:
         )
         manager = server.session_manager
         async with manager.run():
-            self.manager = manager
-            try:
-                yield
-            finally:
-                self.manager = None
+            task_status.started(manager)
+            await stop.wait()
 
 
 def _refusal(exc: TurnkeeperError, scope: Scope) -> JSONResponse:
@@ -126,10 +166,9 @@ def _refusal(exc: TurnkeeperError, scope: Scope) -> JSONResponse:
 
 def install(app: FastAPI) -> None:
     """Serve MCP at `/mcp` when the `mcp` extra is installed: the route, and the SDK's
-    session manager running inside the app's lifespan (after the store is open)."""
-    try:
-        import turnkeeper.mcp  # noqa: F401
-    except TurnkeeperError:  # the extra is not installed: the service runs without /mcp
+    session manager, started at the first request, running inside the app's lifespan (after
+    the store is open). Whether the extra is there is asked without importing it."""
+    if importlib.util.find_spec("mcp") is None:  # the service runs without /mcp
         return
     endpoint = McpEndpoint()
     app.router.routes.insert(

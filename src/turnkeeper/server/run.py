@@ -94,6 +94,12 @@ def serve(settings: Settings, sock: socket.socket, *, workers: int = 1) -> None:
         # The tokenizer's rank tables are the bulk of a worker's memory: loaded once here, before
         # the fork, the workers share their pages instead of each building its own copy.
         counter_for(settings.token_encoding).count_text("loaded before the workers fork")
+        # So are the apps (their routes, models and validators): built here, the two kinds a
+        # worker serves, each worker (and a restarted one) serves its copy of one of them. An
+        # app opens nothing until its lifespan starts, in the worker.
+        sweeping, other = create_app(settings, sweep=True), create_app(settings, sweep=False)
+        serve_app(lambda index: sweeping if index == 0 else other, settings, sock, workers=workers)
+        return
     serve_app(lambda index: create_app(settings, sweep=index == 0), settings, sock, workers=workers)
 
 
@@ -106,6 +112,10 @@ def serve_app(
     if workers <= 1:
         _run(factory(0), sock)
         return
+    # What the supervisor holds now (modules, whatever `factory` built ahead) is the workers' too,
+    # copy-on-write: frozen, a worker's collections never write to those objects' headers,
+    # which would copy the pages they are on into each worker (bench/memory_stages.py).
+    gc.freeze()
     code = Supervisor(factory, sock, workers).run()
     if code:
         sys.exit(code)

@@ -7,16 +7,26 @@ gets its own connection (sqlite3 connections are not shareable across threads).
 
 Every write is `SQLStore`'s; this module keeps the connections, the transaction and what
 `sqlite3` errors mean (`_error`, applied to every read and write transaction alike).
+
+Opening is kept to what an open must know, because a CLI call or a request handler may open a
+store just to run one statement (bench/bench_sqlite.py, "open"): the schema version, read from
+the file's header when no log is pending (`_examine`), else with `PRAGMA user_version` (a header
+read, no schema parse). A connection is made at first use, and its set-up pragmas run then, in
+one call; the file's writer queue is looked up at the first write; and the `meta` values
+(written once, when the database is made, never changed) are remembered per file identity, so a
+second open of an unchanged file does not read them again.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +43,7 @@ from turnkeeper.storage.migrations import LATEST_VERSION
 from turnkeeper.storage.search_sql import SQLiteSearch
 from turnkeeper.storage.sql import Dialect
 from turnkeeper.storage.sql_store import Executor, SQLStore
-from turnkeeper.storage.write_queue import queue_for
+from turnkeeper.storage.write_queue import WriteQueue, queue_for
 
 
 def path_from_url(url: str) -> Path:
@@ -49,6 +59,53 @@ SQLITE = Dialect(
     name="sqlite", encode_ts=to_ts, decode_ts=from_ts, encode_json=dump_json, decode_json=load_json
 )
 """SQLite keeps times as fixed-width UTC text (which sorts in time order) and JSON as text."""
+
+FileIdentity = tuple[int, int, int, int]
+"""`(st_dev, st_ino, st_size, st_ctime_ns)` of a database file: another file put in its place
+(a new inode), a rewrite in place (size, ctime) or a checkpoint of new writes (size, ctime)
+changes it."""
+
+_REMEMBERED_META: dict[tuple[int, int], tuple[FileIdentity, dict[str, str]]] = {}
+"""The `meta` values read from each file (by device and inode; one entry per file, replaced when
+its identity changes), valid while the file's identity is the one they were read under."""
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+USER_VERSION_OFFSET = 60
+"""Where the header of a SQLite file keeps `PRAGMA user_version` (4 bytes, big-endian)."""
+
+
+def _examine(path: Path) -> tuple[FileIdentity | None, int | None]:
+    """The file's identity, and its schema version (`PRAGMA user_version`) read from its header
+    when the file alone holds the database's last committed state (no write-ahead log with
+    frames in it, no rollback journal); None for what is unknown (no file yet, not a SQLite
+    file, a log to replay: SQLite is asked then).
+
+    Why not ask SQLite: the first read of a WAL database that no other connection has open
+    makes and maps its `-shm` index, and the last close removes it again, ~0.6 ms a cycle
+    (bench/bench_sqlite.py, "open") for a value the header holds. A header read can only be
+    behind SQLite's answer, never ahead (versions only grow; a committed migration sits in the
+    log until a checkpoint), and a version found behind is read again by SQLite inside the
+    migration's write transaction, so at worst it costs that transaction."""
+    try:
+        with open(path, "rb", buffering=0) as file:
+            stat = os.fstat(file.fileno())
+            header = file.read(USER_VERSION_OFFSET + 4)
+    except OSError:
+        return None, None
+    identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_ctime_ns)
+    if len(header) < USER_VERSION_OFFSET + 4 or not header.startswith(SQLITE_MAGIC):
+        return identity, None
+    if _has_frames(Path(f"{path}-wal")) or os.path.exists(f"{path}-journal"):
+        return identity, None
+    return identity, int.from_bytes(header[USER_VERSION_OFFSET:], "big", signed=True)
+
+
+def _has_frames(log: Path) -> bool:
+    try:
+        return os.stat(log).st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 class SQLiteStore(SQLStore, SQLiteSearch):
@@ -73,7 +130,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._writers = queue_for(self.path, across_processes=writer_lock_file)
+        self._writer_lock_file = writer_lock_file
         if create_directory:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,11 +144,18 @@ class SQLiteStore(SQLStore, SQLiteSearch):
                 f"directory {self.path.parent} does not exist (a new database file is created, "
                 "its directory is not: create it first)",
             )
-        self._migrate(target_version)
+        # Taken before the first connection opens its file: whatever file that connection
+        # then finds, values read through it are never remembered under another file's
+        # identity (a file put in place meanwhile has a new one).
+        self._identity, version = _examine(self.path)
+        if version is None or version < target_version:
+            self._migrate(target_version)
 
     # -- connections and transactions -------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection, opened without any set-up (what `PRAGMA user_version`
+        needs); `_conn()` is the one to run statements on."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
@@ -103,16 +167,35 @@ class SQLiteStore(SQLStore, SQLiteSearch):
                     check_same_thread=False,
                     timeout=self._busy_timeout_ms / 1000,
                 )
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-                conn.execute("PRAGMA foreign_keys = ON")
             except sqlite3.Error as exc:
                 raise BackendUnavailable(f"cannot open SQLite database {self.path}: {exc}") from exc
+            conn.row_factory = sqlite3.Row
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
         return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, set up: WAL, the configured `synchronous`, foreign keys
+        enforced (applied in one call at the connection's first use)."""
+        conn = self._connection()
+        if not getattr(self._local, "set_up", False):
+            try:
+                conn.executescript(
+                    "PRAGMA journal_mode = WAL;"
+                    f" PRAGMA synchronous = {self._synchronous};"
+                    " PRAGMA foreign_keys = ON;"
+                )
+            except sqlite3.Error as exc:
+                raise BackendUnavailable(f"cannot open SQLite database {self.path}: {exc}") from exc
+            self._local.set_up = True
+        return conn
+
+    @cached_property
+    def _writers(self) -> WriteQueue:
+        """The file's writer queue, looked up at the first write (a path resolution that an
+        open for reading does not need)."""
+        return queue_for(self.path, across_processes=self._writer_lock_file)
 
     def _error(self, exc: sqlite3.Error) -> TurnkeeperError:
         """The turnkeeper error a `sqlite3` error means (the one place they are translated)."""
@@ -208,8 +291,27 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         tx.execute(f"PRAGMA user_version = {version}")
 
     def schema_version(self) -> int:
-        (version,) = self._conn().execute("PRAGMA user_version").fetchone()
+        try:
+            (version,) = self._connection().execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
         return int(version)
+
+    def meta(self, name: str, default: str) -> str:
+        """`SQLStore.meta`, remembered for the file's identity at open: a value once written is
+        never changed, so while the file is the same one it is read once per process."""
+        identity = self._identity
+        if identity is None:
+            return super().meta(name, default)
+        file = identity[:2]
+        remembered = _REMEMBERED_META.get(file)
+        if remembered is not None and remembered[0] == identity and name in remembered[1]:
+            return remembered[1][name]
+        value = super().meta(name, default)
+        if remembered is None or remembered[0] != identity:
+            remembered = _REMEMBERED_META[file] = (identity, {})
+        remembered[1][name] = value
+        return value
 
     def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
         """See `turnkeeper.storage.locks`: a lock file beside the database."""

@@ -31,6 +31,7 @@ from turnkeeper.storage.base import (
     ApiKeyStore,
     ForkStore,
     LockingStore,
+    SessionLookupStore,
     Store,
     SummaryStore,
     TraceStore,
@@ -410,6 +411,11 @@ class _CachedForks(CachedStore):
         return cast(ForkStore, self.inner).fork_origin(session_id)
 
 
+class _CachedSessionLookup(CachedStore):
+    def lookup_session(self, ref: str, project: str) -> Session:
+        return cast(SessionLookupStore, self.inner).lookup_session(ref, project)
+
+
 _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (SummaryStore, _CachedSummaries),
     (AdminStore, _CachedAdmin),
@@ -419,6 +425,7 @@ _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (ApiKeyStore, _CachedApiKeys),
     (LockingStore, _CachedLocking),
     (ForkStore, _CachedForks),
+    (SessionLookupStore, _CachedSessionLookup),
 )
 
 

@@ -7,7 +7,8 @@ explicitly, so one store serves any number of sessions and processes.
 
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
-`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore` — each a `runtime_checkable`
+`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `SessionLookupStore` —
+each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
 bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
@@ -25,7 +26,13 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar, cast, runtime_checkable
 
-from turnkeeper.errors import Conflict, InvalidInput, SessionExpired, Unsupported
+from turnkeeper.errors import (
+    Conflict,
+    InvalidInput,
+    SessionExpired,
+    SessionNotFound,
+    Unsupported,
+)
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.types import (
     AgentState,
@@ -53,12 +60,14 @@ __all__ = [
     "ForkStore",
     "FullStore",
     "LockingStore",
+    "SessionLookupStore",
     "Store",
     "SummaryStore",
     "TraceStore",
     "TransferStore",
     "check_fork",
     "check_retry",
+    "lookup_session",
     "require",
     "same_message",
 ]
@@ -280,6 +289,27 @@ class TraceStore(Protocol):
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         """Up to `limit` traces `(seq, data)` at or before `upto_seq`, newest first."""
         ...
+
+
+@runtime_checkable
+class SessionLookupStore(Protocol):
+    """A session by id or else by key in one read: the service resolves every request's
+    session reference, and on a networked database two reads are two round trips."""
+
+    def lookup_session(self, ref: str, project: str) -> Session:
+        """The session whose id is `ref`, else the one `find_session_by_key(project, ref)`
+        gives. Raises `SessionNotFound(ref, project)` when neither exists."""
+        ...
+
+
+def lookup_session(store: Store, ref: str, project: str) -> Session:
+    """`store.lookup_session(ref, project)`, or for a store without it the same in two reads."""
+    if isinstance(store, SessionLookupStore):
+        return store.lookup_session(ref, project)
+    try:
+        return store.get_session(ref)
+    except SessionNotFound:
+        return store.find_session_by_key(project, ref)
 
 
 @runtime_checkable

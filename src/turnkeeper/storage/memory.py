@@ -181,6 +181,13 @@ class InMemoryStore:
         with self._lock:
             return _copy(self._log(session_id).session)
 
+    def lookup_session(self, ref: str, project: str) -> Session:
+        with self._lock:
+            log = self._logs.get(ref)
+            if log is not None:
+                return _copy(log.session)
+        return self.find_session_by_key(project, ref)
+
     def find_session_by_key(self, project: str, key: str) -> Session:
         with self._lock:
             held = [

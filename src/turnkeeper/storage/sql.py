@@ -92,6 +92,11 @@ FIND_BY_KEY = (
     f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ?"
     " ORDER BY status = 'active' DESC, updated_at DESC, id DESC LIMIT 1"
 )
+LOOKUP_SESSION = (
+    f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ? OR (project = ? AND key = ?)"
+    " ORDER BY id = ? DESC, status = 'active' DESC, updated_at DESC, id DESC LIMIT 1"
+)
+"""The session with an id, else the one `FIND_BY_KEY` picks, in one statement."""
 LIVE_BY_KEY = (
     f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ? AND status = 'active'"
 )
@@ -712,6 +717,12 @@ class SQLReads:
         rows = self._read(FIND_BY_KEY, (project, key))
         if not rows:
             raise SessionNotFound(key, project)
+        return session_from_row(rows[0], self.dialect)
+
+    def lookup_session(self, ref: str, project: str) -> Session:
+        rows = self._read(LOOKUP_SESSION, (ref, project, ref, ref))
+        if not rows:
+            raise SessionNotFound(ref, project)
         return session_from_row(rows[0], self.dialect)
 
     def list_sessions(

@@ -1,6 +1,7 @@
-"""`lookup_session` (a session by id, else by key, in one read), on every backend (`store`
-fixture: memory, SQLite, PostgreSQL, PostgreSQL behind the caches): it answers exactly what
-`get_session` and then `find_session_by_key` would."""
+"""The reads a request makes in one round trip, on every backend (`store` and `tk` fixtures:
+memory, SQLite, PostgreSQL, PostgreSQL behind the caches): `lookup_session` (a session by id,
+else by key) answers exactly what `get_session` and then `find_session_by_key` would;
+`read_messages_versioned` gives a page with the session's version of the same snapshot."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from turnkeeper.errors import SessionNotFound
-from turnkeeper.storage.base import SessionLookupStore, Store, lookup_session
+from turnkeeper.service import Turnkeeper
+from turnkeeper.storage.base import (
+    SessionLookupStore,
+    Store,
+    VersionedReadStore,
+    lookup_session,
+    read_messages_versioned,
+)
 from turnkeeper.types import NewSession, SessionStatus
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -57,3 +65,34 @@ def test_the_answer_is_current_after_a_write(store: Store) -> None:
     changed = store.set_status(made.id, SessionStatus.ARCHIVED, now=NOW + timedelta(seconds=1))
     assert lookup_session(store, "k", "alpha") == changed
     assert lookup_session(store, made.id, "alpha").version == changed.version
+
+
+# -- a page with the session's version: `read_messages_versioned` ------------------------------
+
+
+def test_every_bundled_backend_reads_a_page_with_its_version(store: Store) -> None:
+    assert isinstance(store, VersionedReadStore)
+
+
+def test_a_page_comes_with_the_version_it_was_read_at(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    for n in range(5):
+        tk.append(session, "user", f"message {n}")
+    store = tk.store
+    assert isinstance(store, VersionedReadStore)
+    page, version = store.read_messages_versioned(session.id, newest_first=True, limit=2)
+    assert [m.content for m in page] == ["message 4", "message 3"]
+    assert version == tk.get_session(session).version
+    assert page == store.read_messages(session.id, newest_first=True, limit=2)
+
+
+def test_a_page_read_with_the_current_version_is_the_current_page(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    tk.append(session, "user", "first")
+    current = tk.get_session(session)
+    page = read_messages_versioned(tk.store, session.id, current.version, newest_first=True)
+    assert [m.content for m in page] == ["first"]
+    tk.append(session, "user", "second")
+    now = tk.get_session(session)
+    page = read_messages_versioned(tk.store, session.id, now.version, newest_first=True)
+    assert [m.content for m in page] == ["second", "first"]

@@ -7,8 +7,8 @@ explicitly, so one store serves any number of sessions and processes.
 
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
-`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `SessionLookupStore` —
-each a `runtime_checkable`
+`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `SessionLookupStore`,
+`VersionedReadStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
 bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
@@ -65,9 +65,11 @@ __all__ = [
     "SummaryStore",
     "TraceStore",
     "TransferStore",
+    "VersionedReadStore",
     "check_fork",
     "check_retry",
     "lookup_session",
+    "read_messages_versioned",
     "require",
     "same_message",
 ]
@@ -310,6 +312,66 @@ def lookup_session(store: Store, ref: str, project: str) -> Session:
         return store.get_session(ref)
     except SessionNotFound:
         return store.find_session_by_key(project, ref)
+
+
+@runtime_checkable
+class VersionedReadStore(Protocol):
+    """A page of messages with the session's version it was read at, in one read.
+
+    A cache keys pages by the session's `version`; without this it reads the session row
+    before a page (for the version) and after it (to be sure nothing was written between),
+    two more round trips per page on a networked database."""
+
+    def read_messages_versioned(
+        self,
+        session_id: str,
+        *,
+        known_version: int | None = None,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> tuple[list[Message], int | None]:
+        """`read_messages(...)` and the session's `version` of the same snapshot (None when
+        the page is empty: nothing to read it with). `known_version` is the version the caller
+        read the session at: a cache may answer with what it holds for that version (the
+        messages were the same then), and says so by returning it."""
+        ...
+
+
+def read_messages_versioned(
+    store: Store,
+    session_id: str,
+    known_version: int | None,
+    *,
+    from_seq: int | None = None,
+    to_seq: int | None = None,
+    include_internal: bool = True,
+    newest_first: bool = False,
+    limit: int | None = None,
+) -> list[Message]:
+    """A page of `session_id`, read with `known_version` where the store can use it
+    (`VersionedReadStore`), else by `read_messages`."""
+    if known_version is not None and isinstance(store, VersionedReadStore):
+        page, _ = store.read_messages_versioned(
+            session_id,
+            known_version=known_version,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+        )
+        return page
+    return store.read_messages(
+        session_id,
+        from_seq=from_seq,
+        to_seq=to_seq,
+        include_internal=include_internal,
+        newest_first=newest_first,
+        limit=limit,
+    )
 
 
 @runtime_checkable

@@ -332,6 +332,29 @@ class InMemoryStore:
         ]
         return _copy(chosen[:limit] if limit is not None else chosen)
 
+    def read_messages_versioned(
+        self,
+        session_id: str,
+        *,
+        known_version: int | None = None,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> tuple[list[Message], int | None]:
+        with self._lock:  # re-entrant: the page and the version of one moment
+            log = self._logs.get(session_id)
+            page = self.read_messages(
+                session_id,
+                from_seq=from_seq,
+                to_seq=to_seq,
+                include_internal=include_internal,
+                newest_first=newest_first,
+                limit=limit,
+            )
+            return page, (log.session.version if log is not None and page else None)
+
     def count_messages(
         self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
     ) -> int:

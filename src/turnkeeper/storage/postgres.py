@@ -153,6 +153,10 @@ class _AwaitedPlaceholders:
         return _Awaited(self.cur)
 
 
+_poll = getattr(select, "poll", None)
+"""`poll` where the platform has it: `select` refuses descriptors above FD_SETSIZE."""
+
+
 def _quiet(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether an idle pooled connection has nothing to say: open, outside a transaction, and
     its socket with nothing to read.
@@ -176,10 +180,6 @@ def _quiet(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool
     except (OSError, ValueError, psycopg.OperationalError):
         return False
     return not readable
-
-
-_poll = getattr(select, "poll", None)
-"""`poll` where the platform has it: `select` refuses descriptors above FD_SETSIZE."""
 
 
 def _checked(conn: psycopg.Connection[Any]) -> None:

@@ -60,7 +60,7 @@ try:
     import psycopg
     import psycopg.sql
     from psycopg.rows import DictRow, dict_row
-    from psycopg.types.json import Jsonb
+    from psycopg.types.json import Jsonb, JsonbLoader
     from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise InvalidConfig(
@@ -100,6 +100,17 @@ POSTGRES = Dialect(
     row_lock=" FOR UPDATE",
 )
 """PostgreSQL has `timestamptz` and `jsonb`; the driver converts both, so little is left to do."""
+
+
+class _JsonbLoader(JsonbLoader):
+    """psycopg's `jsonb` loader, with the empty object (nearly every message's and session's
+    `metadata`) made without the JSON parser: a page of messages was one `json.loads` per row,
+    a tenth of a context build's CPU."""
+
+    def load(self, data: Any) -> Any:
+        if data == b"{}":
+            return {}  # a new dict each time: callers may keep it
+        return super().load(data)
 
 
 def _pg(query: str) -> str:
@@ -299,10 +310,12 @@ class PostgresStore(SQLStore, PostgresSearch):
 
     @staticmethod
     def _configure(conn: psycopg.Connection[DictRow]) -> None:
+        conn.adapters.register_loader("jsonb", _JsonbLoader)
         conn.execute("SET TIME ZONE 'UTC'")
 
     @staticmethod
     async def _configure_async(conn: psycopg.AsyncConnection[DictRow]) -> None:
+        conn.adapters.register_loader("jsonb", _JsonbLoader)
         await conn.execute("SET TIME ZONE 'UTC'")
 
     async def _open_async_pool(self) -> AsyncPool:

@@ -9,7 +9,8 @@ query, as the pool's connection check sends), of a `BEGIN` or of a `COMMIT`. On 
 socket each costs the server a wake-up, a parse and an answer, and the service a hand-off in
 the driver, so the count is what the store's share of a request's CPU follows. With
 `--against`, the same is counted for another checkout (a directory holding `src/`) or git
-revision, in its own process, on a line before this checkout's.
+revision, in its own process, on a line before this checkout's. Results in
+bench/results/http-roundtrips.md and the README's `bench:http-roundtrips` block.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 import anyio.to_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import ROOT, TEXT, source_at
+from bench_http import ROOT, TEXT, publish, source_at
 from layers_http import Driver
 
 TRACE_MARK = "\tReadyForQuery\t"
@@ -144,7 +145,8 @@ def main() -> None:
             with bench_schema() as url:
                 counted = _child(source, url, args.pairs)
             rows.append(f"| {name} | {counted['append']:.1f} | {counted['context']:.1f} |")
-    print(
+    publish(
+        "http-roundtrips",
         "\n".join(
             [
                 f"PostgreSQL round trips per request (`python bench/roundtrips_http.py"
@@ -154,8 +156,9 @@ def main() -> None:
                 "| server | append | context (sliding_window, 2,000 tokens) |",
                 "|---|---:|---:|",
                 *rows,
+                "",
             ]
-        )
+        ),
     )
 
 

@@ -1,7 +1,8 @@
 """The reads a request makes in one round trip, on every backend (`store` and `tk` fixtures:
 memory, SQLite, PostgreSQL, PostgreSQL behind the caches): `lookup_session` (a session by id,
 else by key) answers exactly what `get_session` and then `find_session_by_key` would;
-`read_messages_versioned` gives a page with the session's version of the same snapshot."""
+`read_messages_versioned` gives a page with the session's version of the same snapshot, and a
+page read for a version known already (`read_messages_at`) is the current page."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from turnkeeper.storage.base import (
     Store,
     VersionedReadStore,
     lookup_session,
-    read_messages_versioned,
+    read_messages_at,
 )
 from turnkeeper.types import NewSession, SessionStatus
 
@@ -90,9 +91,9 @@ def test_a_page_read_with_the_current_version_is_the_current_page(tk: Turnkeeper
     session = tk.create_session()
     tk.append(session, "user", "first")
     current = tk.get_session(session)
-    page = read_messages_versioned(tk.store, session.id, current.version, newest_first=True)
+    page = read_messages_at(tk.store, session.id, current.version, newest_first=True)
     assert [m.content for m in page] == ["first"]
     tk.append(session, "user", "second")
     now = tk.get_session(session)
-    page = read_messages_versioned(tk.store, session.id, now.version, newest_first=True)
+    page = read_messages_at(tk.store, session.id, now.version, newest_first=True)
     assert [m.content for m in page] == ["second", "first"]

@@ -96,6 +96,23 @@ def _decode_summary(raw: bytes) -> SummaryCheckpoint | None:
     return None if record is None else records.summary_from_record(record)
 
 
+def _page_args(
+    from_seq: int | None,
+    to_seq: int | None,
+    include_internal: bool,
+    newest_first: bool,
+    limit: int | None,
+) -> dict[str, Any]:
+    """The arguments of a page read, as the cache key and the store take them."""
+    return {
+        "from_seq": from_seq,
+        "to_seq": to_seq,
+        "include_internal": include_internal,
+        "newest_first": newest_first,
+        "limit": limit,
+    }
+
+
 def _dump(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode()
 
@@ -204,34 +221,41 @@ class CachedStore:
         newest_first: bool = False,
         limit: int | None = None,
     ) -> list[Message]:
-        page, _ = self.read_messages_versioned(
-            session_id,
-            from_seq=from_seq,
-            to_seq=to_seq,
-            include_internal=include_internal,
-            newest_first=newest_first,
-            limit=limit,
-        )
-        return page
+        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
+        return self._page(session_id, None, args)[0]
+
+    def read_messages_at(
+        self,
+        session_id: str,
+        version: int,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
+        return self._page(session_id, version, args)[0]
 
     def read_messages_versioned(
         self,
         session_id: str,
         *,
-        known_version: int | None = None,
         from_seq: int | None = None,
         to_seq: int | None = None,
         include_internal: bool = True,
         newest_first: bool = False,
         limit: int | None = None,
     ) -> tuple[list[Message], int | None]:
-        args: dict[str, Any] = {
-            "from_seq": from_seq,
-            "to_seq": to_seq,
-            "include_internal": include_internal,
-            "newest_first": newest_first,
-            "limit": limit,
-        }
+        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
+        return self._page(session_id, None, args)
+
+    def _page(
+        self, session_id: str, known_version: int | None, args: dict[str, Any]
+    ) -> tuple[list[Message], int | None]:
+        """A page and the version it is of: from the caches under the version (the caller's,
+        else the session row's), else from the store with the version of its snapshot."""
 
         def load_versioned() -> tuple[tuple[Message, ...], int | None]:
             if isinstance(self.inner, VersionedReadStore):

@@ -11,7 +11,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from turnkeeper.storage.base import Store, read_messages_versioned
+from turnkeeper.storage.base import Store, read_messages_at
 from turnkeeper.types import Message
 
 
@@ -64,7 +64,7 @@ class StoreHistory:
     ) -> None:
         """`version`: the session's version when it was read for this build (its
         `messages_in_store` too), so that a cache answers for that version without reading
-        the session row again (`read_messages_versioned`)."""
+        the session row again (`read_messages_at`)."""
         self._store = store
         self._version = version
         self._session_id = session_id
@@ -88,7 +88,7 @@ class StoreHistory:
         return list(messages)
 
     def head(self) -> Message | None:
-        first = read_messages_versioned(
+        first = read_messages_at(
             self._store,
             self._session_id,
             self._version,
@@ -109,7 +109,7 @@ class StoreHistory:
         upper: int | None = None
         size = self._page_size
         while True:
-            page = read_messages_versioned(
+            page = read_messages_at(
                 self._store,
                 self._session_id,
                 self._version,
@@ -128,7 +128,7 @@ class StoreHistory:
 
     def chronological(self) -> list[Message]:
         return self._remember(
-            read_messages_versioned(
+            read_messages_at(
                 self._store,
                 self._session_id,
                 self._version,

@@ -8,7 +8,7 @@ explicitly, so one store serves any number of sessions and processes.
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
 `ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `SessionLookupStore`,
-`VersionedReadStore` — each a `runtime_checkable`
+`VersionedReadStore`, `KnownVersionReadStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
 bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
@@ -59,6 +59,7 @@ __all__ = [
     "ApiKeyStore",
     "ForkStore",
     "FullStore",
+    "KnownVersionReadStore",
     "LockingStore",
     "SessionLookupStore",
     "Store",
@@ -69,7 +70,7 @@ __all__ = [
     "check_fork",
     "check_retry",
     "lookup_session",
-    "read_messages_versioned",
+    "read_messages_at",
     "require",
     "same_message",
 ]
@@ -319,14 +320,13 @@ class VersionedReadStore(Protocol):
     """A page of messages with the session's version it was read at, in one read.
 
     A cache keys pages by the session's `version`; without this it reads the session row
-    before a page (for the version) and after it (to be sure nothing was written between),
-    two more round trips per page on a networked database."""
+    after a page to be sure nothing was written meanwhile, one more round trip per page on a
+    networked database."""
 
     def read_messages_versioned(
         self,
         session_id: str,
         *,
-        known_version: int | None = None,
         from_seq: int | None = None,
         to_seq: int | None = None,
         include_internal: bool = True,
@@ -334,16 +334,36 @@ class VersionedReadStore(Protocol):
         limit: int | None = None,
     ) -> tuple[list[Message], int | None]:
         """`read_messages(...)` and the session's `version` of the same snapshot (None when
-        the page is empty: nothing to read it with). `known_version` is the version the caller
-        read the session at: a cache may answer with what it holds for that version (the
-        messages were the same then), and says so by returning it."""
+        it cannot tell, e.g. for an empty page)."""
         ...
 
 
-def read_messages_versioned(
+@runtime_checkable
+class KnownVersionReadStore(Protocol):
+    """Pages read by a caller that knows the session's version already (a context build
+    reads the session first): a cache answers for that version without reading the session
+    row again. A store without a cache has no use for the version and need not offer this."""
+
+    def read_messages_at(
+        self,
+        session_id: str,
+        version: int,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """`read_messages(...)` for a caller that read the session at `version`: the page
+        as it was at `version`, or a newer one."""
+        ...
+
+
+def read_messages_at(
     store: Store,
     session_id: str,
-    known_version: int | None,
+    version: int | None,
     *,
     from_seq: int | None = None,
     to_seq: int | None = None,
@@ -351,19 +371,18 @@ def read_messages_versioned(
     newest_first: bool = False,
     limit: int | None = None,
 ) -> list[Message]:
-    """A page of `session_id`, read with `known_version` where the store can use it
-    (`VersionedReadStore`), else by `read_messages`."""
-    if known_version is not None and isinstance(store, VersionedReadStore):
-        page, _ = store.read_messages_versioned(
+    """A page of `session_id` for a caller that read the session at `version`: through
+    `read_messages_at` where the store has it (a cache), else `read_messages`."""
+    if version is not None and isinstance(store, KnownVersionReadStore):
+        return store.read_messages_at(
             session_id,
-            known_version=known_version,
+            version,
             from_seq=from_seq,
             to_seq=to_seq,
             include_internal=include_internal,
             newest_first=newest_first,
             limit=limit,
         )
-        return page
     return store.read_messages(
         session_id,
         from_seq=from_seq,

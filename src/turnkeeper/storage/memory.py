@@ -336,7 +336,6 @@ class InMemoryStore:
         self,
         session_id: str,
         *,
-        known_version: int | None = None,
         from_seq: int | None = None,
         to_seq: int | None = None,
         include_internal: bool = True,

@@ -762,7 +762,6 @@ class SQLReads:
         self,
         session_id: str,
         *,
-        known_version: int | None = None,
         from_seq: int | None = None,
         to_seq: int | None = None,
         include_internal: bool = True,

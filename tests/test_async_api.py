@@ -21,7 +21,7 @@ from turnkeeper.service.aio import Face, Workers
 from turnkeeper.storage.sqlite import SQLiteStore
 from turnkeeper.types import Message, NewMessage
 
-PLAIN = {"now", "budget_for", "draft"}
+PLAIN = {"now", "budget_for", "draft", "remembered"}
 """The operations that touch no store: plain calls on both faces."""
 
 

@@ -3,7 +3,13 @@
 A key reads `tk_<id>_<secret>`. The id is public (it names the key in listings and logs); the
 secret is 256 random bits, shown once when the key is made and stored only as its SHA-256. A
 slow password hash would add nothing here: the secret is not guessable, so a fast hash with a
-constant-time comparison is the whole defence, and verifying stays one indexed read per request.
+constant-time comparison is the whole defence, and verifying is one indexed read.
+
+A service verifies the same few keys on every request, so verified keys are remembered for a
+few seconds (`VerifiedKeys`, the `api_key_cache` setting): on PostgreSQL that read was one of a
+request's few round trips. A revocation through any `ApiKeys` over the same store object (the
+service's own, or the admin's in the same process) forgets the key at once; one made elsewhere
+(another replica, the CLI) takes effect within the cache's lifetime.
 
 This is core logic, not HTTP: the CLI (`turnkeeper keys …`) and the server both call it.
 """
@@ -13,8 +19,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from turnkeeper.errors import Unauthenticated
 from turnkeeper.storage.base import ApiKeyStore, Store, require
@@ -43,6 +53,60 @@ def parse_token(token: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
+def _matching(found: tuple[ApiKey, str] | None, secret: str) -> ApiKey | None:
+    """The key of `found` (a record and its stored hash) if `secret` is its secret and it is
+    active (a constant-time comparison), else None."""
+    if found is None:
+        return None
+    key, stored_hash = found
+    if not hmac.compare_digest(stored_hash, hash_secret(secret)) or not key.active:
+        return None
+    return key
+
+
+VERIFIED_KEYS = 1024
+"""Most keys a store's `VerifiedKeys` remembers (least recently verified forgotten first)."""
+
+
+class VerifiedKeys:
+    """Keys verified lately, by id: the record, its stored hash and until when (monotonic) it
+    may be used without reading the store again. Thread-safe and bounded."""
+
+    def __init__(self, size: int = VERIFIED_KEYS) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[ApiKey, str, float]] = OrderedDict()
+
+    def get(self, key_id: str) -> tuple[ApiKey, str] | None:
+        with self._lock:
+            found = self._entries.get(key_id)
+            if found is None:
+                return None
+            if found[2] <= time.monotonic():
+                del self._entries[key_id]
+                return None
+            self._entries.move_to_end(key_id)
+            return found[0], found[1]
+
+    def put(self, key: ApiKey, stored_hash: str, lifetime: timedelta) -> None:
+        with self._lock:
+            until = time.monotonic() + lifetime.total_seconds()
+            self._entries[key.id] = (key, stored_hash, until)
+            self._entries.move_to_end(key.id)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def forget(self, key_id: str) -> None:
+        with self._lock:
+            self._entries.pop(key_id, None)
+
+
+_VERIFIED: weakref.WeakKeyDictionary[object, VerifiedKeys] = weakref.WeakKeyDictionary()
+"""Each store object's remembered keys, shared by every `ApiKeys` over it, so that revoking
+through any of them forgets the key for all."""
+_VERIFIED_GUARD = threading.Lock()
+
+
 class ApiKeys:
     """Make, verify, list and revoke API keys over a store."""
 
@@ -51,9 +115,19 @@ class ApiKeys:
         store: Store | ApiKeyStore,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        cache: timedelta | None = None,
     ) -> None:
+        """`cache`: how long a verified key is trusted without reading the store (None or 0:
+        always read it; the service passes its `api_key_cache` setting)."""
         self.store = require(store, ApiKeyStore, "API keys")
         self._clock = clock
+        self._cache = cache if cache is not None and cache > timedelta(0) else None
+        self._verified: VerifiedKeys | None = None
+        if self._cache is not None:
+            with _VERIFIED_GUARD:
+                self._verified = _VERIFIED.get(self.store)
+                if self._verified is None:
+                    self._verified = _VERIFIED[self.store] = VerifiedKeys()
 
     def create(
         self, project: str, *, name: str | None = None, admin: bool = False
@@ -78,19 +152,36 @@ class ApiKeys:
     def verify(self, token: str) -> ApiKey:
         """The active key `token` belongs to, or `Unauthenticated` (same message whatever the
         reason, so nobody learns which key ids exist)."""
+        remembered = self.remembered(token)
+        if remembered is not None:
+            return remembered
         parsed = parse_token(token.strip())
         found = self.store.find_api_key(parsed[0]) if parsed else None
-        if parsed is None or found is None:
+        key = _matching(found, parsed[1]) if parsed else None
+        if key is None or found is None:
             raise Unauthenticated("invalid API key")
-        key, stored_hash = found
-        if not hmac.compare_digest(stored_hash, hash_secret(parsed[1])) or not key.active:
-            raise Unauthenticated("invalid API key")
+        if self._verified is not None and self._cache is not None:
+            self._verified.put(key, found[1], self._cache)
         return key
+
+    def remembered(self, token: str) -> ApiKey | None:
+        """`verify(token)` when that needs no read of the store (the key is remembered and the
+        secret matches), else None: the server then verifies on a thread, off its event loop."""
+        parsed = parse_token(token.strip())
+        if parsed is None or self._verified is None:
+            return None
+        return _matching(self._verified.get(parsed[0]), parsed[1])
 
     def list_keys(self, project: str | None = None) -> list[ApiKey]:
         """Keys (of `project`), oldest first, revoked ones included."""
         return self.store.list_api_keys(check_name("project", project))
 
     def revoke(self, key_id: str) -> ApiKey:
-        """Revoke a key: every later request with it is refused. Raises `NotFound`."""
-        return self.store.revoke_api_key(key_id, now=self._clock())
+        """Revoke a key: every later request with it is refused (at once by every `ApiKeys`
+        over this store object; elsewhere once their cache of it lapses). Raises `NotFound`."""
+        revoked = self.store.revoke_api_key(key_id, now=self._clock())
+        with _VERIFIED_GUARD:
+            shared = _VERIFIED.get(self.store)
+        if shared is not None:
+            shared.forget(key_id)
+        return revoked

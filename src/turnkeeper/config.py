@@ -162,6 +162,12 @@ class Settings(BaseSettings):
     lru_size: int = Field(
         default=100, ge=0, description="Sessions the in-process cache keeps; 0: off."
     )
+    api_key_cache: timedelta = Field(
+        default=timedelta(seconds=5),
+        description="How long the service trusts an API key it verified without reading the "
+        "store again (at most 1,024 keys; 0: off). A revocation through the same process "
+        "applies at once; one made by another replica or the CLI, within this time.",
+    )
     lru_max_bytes: int = Field(
         default=64 * 1024 * 1024,
         gt=0,
@@ -326,6 +332,13 @@ class Settings(BaseSettings):
     )
     @classmethod
     def _duration(cls, value: Any) -> Any:
+        return parse_duration(value)
+
+    @field_validator("api_key_cache", mode="before")
+    @classmethod
+    def _off_or_duration(cls, value: Any) -> Any:
+        if value in (0, "0", "off", ""):
+            return timedelta(0)
         return parse_duration(value)
 
     @field_validator("sqlite_synchronous")

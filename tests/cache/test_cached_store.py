@@ -228,3 +228,44 @@ def test_an_unreachable_redis_at_start_up_is_not_an_error(broken_url: str, tmp_p
         session = tk.create_session()
         tk.append(session, "user", "the store is the source of truth")
         assert [m.content for m in tk.history(session)] == ["the store is the source of truth"]
+
+
+def test_a_page_read_at_a_known_version_is_answered_for_that_version(
+    tmp_path: Path, settings: Settings, clock: Clock
+) -> None:
+    """A build passes the version it read the session at: the cache answers for it without
+    reading the session row (here shown by an older version still getting its own page)."""
+    store = CachedStore(make_sqlite_store(tmp_path / "v.db"), lru=SessionLRU(100))
+    tk = Turnkeeper(store, settings, clock=clock)
+    session = tk.create_session()
+    tk.append(session, "user", "a")
+    first = tk.get_session(session).version
+    assert [m.content for m in store.read_messages_at(session.id, first)] == ["a"]
+    tk.append(session, "user", "b")
+    second = tk.get_session(session).version
+    hits = metric("turnkeeper_cache_hits_total", layer="lru")
+    assert [m.content for m in store.read_messages_at(session.id, first)] == ["a"]
+    assert metric("turnkeeper_cache_hits_total", layer="lru") == hits + 1
+    assert [m.content for m in store.read_messages_at(session.id, second)] == ["a", "b"]
+    assert [m.content for m in store.read_messages(session.id)] == ["a", "b"]
+    tk.close()
+
+
+def test_a_page_read_after_a_write_is_kept_under_the_version_it_was_read_at(
+    tmp_path: Path, settings: Settings, clock: Clock
+) -> None:
+    """A known version older than the row's: the page read is the current one, cached under
+    the current version (read with the page, in one statement), never under the old one."""
+    store = CachedStore(make_sqlite_store(tmp_path / "w.db"), lru=SessionLRU(100))
+    tk = Turnkeeper(store, settings, clock=clock)
+    session = tk.create_session()
+    tk.append(session, "user", "a")
+    stale = tk.get_session(session).version
+    tk.append(session, "user", "b")
+    current = tk.get_session(session).version
+    assert [m.content for m in store.read_messages_at(session.id, stale)] == ["a", "b"]
+    hits = metric("turnkeeper_cache_hits_total", layer="lru")
+    page, version = store.read_messages_versioned(session.id)
+    assert ([m.content for m in page], version) == (["a", "b"], current)
+    assert metric("turnkeeper_cache_hits_total", layer="lru") == hits + 1
+    tk.close()

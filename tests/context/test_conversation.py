@@ -27,13 +27,20 @@ from turnkeeper.types import Message, NewMessage, Session
 
 
 class CountingStore(SQLiteStore):
-    """A SQLite store that counts the message reads that reach the database."""
+    """A SQLite store that counts the message reads that reach the database (pages, with
+    their version or not)."""
 
     reads = 0
 
     def read_messages(self, session_id: str, **kwargs: Any) -> list[Message]:
         self.reads += 1
         return super().read_messages(session_id, **kwargs)
+
+    def read_messages_versioned(
+        self, session_id: str, **kwargs: Any
+    ) -> tuple[list[Message], int | None]:
+        self.reads += 1  # how the cache reads a page: with its version, in one statement
+        return super().read_messages_versioned(session_id, **kwargs)
 
 
 class UnreachableStore(SQLiteStore):

@@ -31,10 +31,12 @@ from turnkeeper.storage.base import (
     ApiKeyStore,
     ForkStore,
     LockingStore,
+    SessionLookupStore,
     Store,
     SummaryStore,
     TraceStore,
     TransferStore,
+    VersionedReadStore,
 )
 from turnkeeper.types import (
     AgentState,
@@ -94,6 +96,23 @@ def _decode_summary(raw: bytes) -> SummaryCheckpoint | None:
     return None if record is None else records.summary_from_record(record)
 
 
+def _page_args(
+    from_seq: int | None,
+    to_seq: int | None,
+    include_internal: bool,
+    newest_first: bool,
+    limit: int | None,
+) -> dict[str, Any]:
+    """The arguments of a page read, as the cache key and the store take them."""
+    return {
+        "from_seq": from_seq,
+        "to_seq": to_seq,
+        "include_internal": include_internal,
+        "newest_first": newest_first,
+        "limit": limit,
+    }
+
+
 def _dump(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode()
 
@@ -147,14 +166,27 @@ class CachedStore:
         load: Callable[[], T],
         encode: Callable[[T], bytes],
         decode: Callable[[bytes], T],
-    ) -> T:
-        version = self.inner.get_session(session_id).version
+        *,
+        known_version: int | None = None,
+        load_versioned: Callable[[], tuple[T, int | None]] | None = None,
+    ) -> tuple[T, int]:
+        """The value under the session's version, and that version.
+
+        The version is `known_version` when the caller read the session already (a request
+        reads its session first), else the session row's. On a miss, `load_versioned` reads
+        the value with the version of the same snapshot, and the value is kept under that;
+        a value read without it is kept only if the session's version did not move meanwhile
+        (one more read of the row)."""
+        if known_version is not None:
+            version = known_version
+        else:
+            version = self.inner.get_session(session_id).version
         key = key_for(version)
         if self.lru is not None:
             held = self.lru.get(session_id, version, key)
             if held is not None:
                 metrics.CACHE_HITS.labels("lru").inc()
-                return held  # type: ignore[no-any-return]
+                return held, version
         if self.redis is not None:
             raw = self.redis.get(key)
             if raw is not None:
@@ -162,15 +194,20 @@ class CachedStore:
                 metrics.CACHE_HITS.labels("redis").inc()
                 if self.lru is not None:
                     self.lru.put(session_id, version, key, value)
-                return value
+                return value, version
         metrics.CACHE_MISSES.inc()
-        value = load()
-        if self.inner.get_session(session_id).version == version:  # nothing written meanwhile
-            if self.lru is not None:
-                self.lru.put(session_id, version, key, value)
-            if self.redis is not None:
-                self.redis.set(key, encode(value))
-        return value
+        value, read_at = load_versioned() if load_versioned is not None else (load(), None)
+        if read_at is None:  # the value says nothing of its version: did the row move?
+            read_at = self.inner.get_session(session_id).version
+            if read_at != version:
+                return value, read_at  # written meanwhile: of no known version, not kept
+        elif read_at != version:
+            key = key_for(read_at)
+        if self.lru is not None:
+            self.lru.put(session_id, read_at, key, value)
+        if self.redis is not None:
+            self.redis.set(key, encode(value))
+        return value, read_at
 
     # -- cached reads -----------------------------------------------------------------------
 
@@ -184,24 +221,61 @@ class CachedStore:
         newest_first: bool = False,
         limit: int | None = None,
     ) -> list[Message]:
-        args: dict[str, Any] = {
-            "from_seq": from_seq,
-            "to_seq": to_seq,
-            "include_internal": include_internal,
-            "newest_first": newest_first,
-            "limit": limit,
-        }
+        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
+        return self._page(session_id, None, args)[0]
+
+    def read_messages_at(
+        self,
+        session_id: str,
+        version: int,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
+        return self._page(session_id, version, args)[0]
+
+    def read_messages_versioned(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> tuple[list[Message], int | None]:
+        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
+        return self._page(session_id, None, args)
+
+    def _page(
+        self, session_id: str, known_version: int | None, args: dict[str, Any]
+    ) -> tuple[list[Message], int | None]:
+        """A page and the version it is of: from the caches under the version (the caller's,
+        else the session row's), else from the store with the version of its snapshot."""
+
+        def load_versioned() -> tuple[tuple[Message, ...], int | None]:
+            if isinstance(self.inner, VersionedReadStore):
+                page, version = self.inner.read_messages_versioned(session_id, **args)
+                return tuple(page), version
+            return tuple(self.inner.read_messages(session_id, **args)), None
+
         try:
-            page = self._cached(
+            page, version = self._cached(
                 session_id,
                 lambda version: keys.messages(self._ns, session_id, version, **args),
                 lambda: tuple(self.inner.read_messages(session_id, **args)),
                 _encode_messages,
                 _decode_messages,
+                known_version=known_version,
+                load_versioned=load_versioned,
             )
         except SessionNotFound:
-            return self.inner.read_messages(session_id, **args)
-        return list(page)
+            return self.inner.read_messages(session_id, **args), None
+        return list(page), version
 
     def count_messages(
         self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
@@ -212,7 +286,7 @@ class CachedStore:
             )
 
         try:
-            return self._cached(
+            count, _ = self._cached(
                 session_id,
                 lambda version: keys.count(
                     self._ns,
@@ -227,6 +301,7 @@ class CachedStore:
             )
         except SessionNotFound:
             return load()
+        return count
 
     # -- the rest of the core goes to the store ---------------------------------------------
 
@@ -309,7 +384,7 @@ class _CachedSummaries(CachedStore):
             return cast(SummaryStore, self.inner).latest_summary(session_id, upto_seq=upto_seq)
 
         try:
-            return self._cached(
+            summary, _ = self._cached(
                 session_id,
                 lambda version: keys.summary(self._ns, session_id, version, upto_seq=upto_seq),
                 load,
@@ -318,6 +393,7 @@ class _CachedSummaries(CachedStore):
             )
         except SessionNotFound:  # the contract: a missing session has no checkpoint (None)
             return load()
+        return summary
 
     def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
         return cast(SummaryStore, self.inner).list_summaries(session_id)
@@ -328,13 +404,14 @@ class _CachedSummaries(CachedStore):
 
 class _CachedAdmin(CachedStore):
     def session_stats(self, session_id: str) -> SessionStats:
-        return self._cached(
+        stats, _ = self._cached(
             session_id,
             lambda version: keys.stats(self._ns, session_id, version),
             lambda: cast(AdminStore, self.inner).session_stats(session_id),
             _encode_stats,
             _decode_stats,
         )
+        return stats
 
     def expire_sessions(
         self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
@@ -410,6 +487,11 @@ class _CachedForks(CachedStore):
         return cast(ForkStore, self.inner).fork_origin(session_id)
 
 
+class _CachedSessionLookup(CachedStore):
+    def lookup_session(self, ref: str, project: str) -> Session:
+        return cast(SessionLookupStore, self.inner).lookup_session(ref, project)
+
+
 _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (SummaryStore, _CachedSummaries),
     (AdminStore, _CachedAdmin),
@@ -419,6 +501,7 @@ _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (ApiKeyStore, _CachedApiKeys),
     (LockingStore, _CachedLocking),
     (ForkStore, _CachedForks),
+    (SessionLookupStore, _CachedSessionLookup),
 )
 
 

@@ -11,7 +11,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, read_messages_at
 from turnkeeper.types import Message
 
 
@@ -60,8 +60,13 @@ class StoreHistory:
         messages_in_store: int,
         include_internal: bool,
         page_size: int = 128,
+        version: int | None = None,
     ) -> None:
+        """`version`: the session's version when it was read for this build (its
+        `messages_in_store` too), so that a cache answers for that version without reading
+        the session row again (`read_messages_at`)."""
         self._store = store
+        self._version = version
         self._session_id = session_id
         self._count = messages_in_store
         self._include_internal = include_internal
@@ -86,8 +91,12 @@ class StoreHistory:
         return list(messages)
 
     def head(self) -> Message | None:
-        first = self._store.read_messages(
-            self._session_id, include_internal=self._include_internal, limit=1
+        first = read_messages_at(
+            self._store,
+            self._session_id,
+            self._version,
+            include_internal=self._include_internal,
+            limit=1,
         )
         self._head = self._remember(first)[0] if first else None
         return self._head
@@ -119,8 +128,10 @@ class StoreHistory:
 
     def _page(self, upper: int | None, size: int) -> Sequence[Message]:
         """The `size` newest messages with a seq up to `upper` (any, when None), newest first."""
-        return self._store.read_messages(
+        return read_messages_at(
+            self._store,
             self._session_id,
+            self._version,
             to_seq=upper,
             include_internal=self._include_internal,
             newest_first=True,
@@ -129,7 +140,12 @@ class StoreHistory:
 
     def chronological(self) -> list[Message]:
         return self._remember(
-            self._store.read_messages(self._session_id, include_internal=self._include_internal)
+            read_messages_at(
+                self._store,
+                self._session_id,
+                self._version,
+                include_internal=self._include_internal,
+            )
         )
 
     def count_before(self, seq: int) -> int:

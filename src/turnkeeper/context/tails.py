@@ -124,6 +124,7 @@ class TailReader(StoreHistory):
             messages_in_store=session.message_count,
             include_internal=include_internal,
             page_size=page_size,
+            version=session.version,  # the caches need not read the session row again
         )
         self.session = session
         self._known = known

@@ -22,7 +22,7 @@ bearer = HTTPBearer(
     description="An API key made with `turnkeeper keys create --project P`: tk_<id>_<secret>.",
 )
 
-__all__ = ["ANONYMOUS_ADMIN", "Caller", "authenticate", "bearer"]
+__all__ = ["ANONYMOUS_ADMIN", "Caller", "authenticate", "authenticate_remembered", "bearer"]
 
 
 def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:
@@ -35,5 +35,23 @@ def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | N
         )
     keys: ApiKeys = request.app.state.keys
     key = keys.verify(credentials.credentials)
+    request.state.key_id = key.id
+    return Caller(project=key.project, admin=key.admin, key_id=key.id)
+
+
+def authenticate_remembered(
+    request: Request, credentials: HTTPAuthorizationCredentials | None
+) -> Caller | None:
+    """`authenticate` when it needs no read of the store (auth off, or a key the service
+    verified lately: `api_key_cache`), else None. Cheap enough for the event loop, so a
+    request with a remembered key is not handed to a thread only to look in a dict."""
+    if not request.app.state.settings.auth:
+        return ANONYMOUS_ADMIN
+    if credentials is None:
+        return None
+    keys: ApiKeys = request.app.state.keys
+    key = keys.remembered(credentials.credentials)
+    if key is None:
+        return None
     request.state.key_id = key.id
     return Caller(project=key.project, admin=key.admin, key_id=key.id)

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from turnkeeper.callers import Caller, resolve_session
 from turnkeeper.config import Settings
-from turnkeeper.server.auth import authenticate, bearer
+from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
 from turnkeeper.validation import NAME_PATTERN
@@ -52,6 +52,9 @@ async def get_caller(
     caller: Caller | None = getattr(request.state, "caller", None)
     if caller is not None:
         return caller
+    remembered = authenticate_remembered(request, credentials)
+    if remembered is not None:
+        return remembered
     return await run_in_threadpool(authenticate, request, credentials)
 
 

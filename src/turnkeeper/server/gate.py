@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.server import problems
-from turnkeeper.server.auth import authenticate, bearer
+from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer
 from turnkeeper.server.deps import get_caller
 from turnkeeper.server.ui.auth import LoginRequired, to_login, ui_caller
 
@@ -147,7 +147,10 @@ async def _authenticate(scope: Scope) -> None:
     request = Request(scope)
     try:
         if _needs(dependant, get_caller):
-            caller = await run_in_threadpool(authenticate, request, await bearer(request))
+            credentials = await bearer(request)
+            caller = authenticate_remembered(request, credentials) or await run_in_threadpool(
+                authenticate, request, credentials
+            )
         elif _needs(dependant, ui_caller):
             caller = await run_in_threadpool(ui_caller, request)
         else:

@@ -46,7 +46,7 @@ from turnkeeper.service.facade import Turnkeeper
 from turnkeeper.service.transfer import Transfer
 from turnkeeper.storage.base import ApiKeyStore, Store
 from turnkeeper.tokens import TokenCounter
-from turnkeeper.types import MessageDraft, NewMessage, StrategyName
+from turnkeeper.types import ApiKey, MessageDraft, NewMessage, StrategyName
 
 __all__ = [
     "AsyncAgents",
@@ -270,6 +270,10 @@ class AsyncApiKeys(Face[ApiKeys]):
     verify = Offload(ApiKeys.verify)
     list_keys = Offload(ApiKeys.list_keys)
     revoke = Offload(ApiKeys.revoke)
+
+    def remembered(self, token: str) -> ApiKey | None:
+        """`ApiKeys.remembered`: a look in the verified keys, no store read, so not awaited."""
+        return self.sync.remembered(token)
 
 
 class AsyncTurnkeeper(Face[Turnkeeper]):

@@ -16,7 +16,7 @@ from turnkeeper.config import Settings
 from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import InvalidInput, SessionExpired, SessionNotFound
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, lookup_session
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import TokenCounter, counter_for
 from turnkeeper.types import Session, SessionStatus
@@ -109,11 +109,11 @@ class Core:
             ref = ref.id
         if not isinstance(ref, str) or not ref:
             raise InvalidInput("session", "must be a session id or key")
-        try:
-            found = self.store.get_session(ref)
+        try:  # by id, else by key, in one read where the store can (`lookup_session`)
+            found = lookup_session(self.store, ref, self._project(project))
         except SessionNotFound:
-            check_name("session", ref)
-            found = self.store.find_session_by_key(self._project(project), ref)
+            check_name("session", ref)  # a reference no key could be is a bad input
+            raise
         if project is not None and found.project != project:
             raise SessionNotFound(ref, project)
         return self._present(found)

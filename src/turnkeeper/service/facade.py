@@ -73,8 +73,9 @@ class Turnkeeper(Branches, Windows, Digest, Search):
 
     @cached_property
     def keys(self) -> ApiKeys:
-        """API keys of the HTTP API, stamped with this service's clock."""
-        return ApiKeys(self.store, clock=self._clock)
+        """API keys of the HTTP API, stamped with this service's clock; verified keys are
+        remembered for `api_key_cache`."""
+        return ApiKeys(self.store, clock=self._clock, cache=self.settings.api_key_cache)
 
     def __enter__(self) -> Turnkeeper:
         return self

@@ -190,6 +190,7 @@ class Windows(Messages):
             self.store,
             session.id,
             messages_in_store=session.message_count,
+            version=session.version,  # the caches need not read the session row again
             include_internal=include_internal,
             page_size=page_size,
         )

@@ -7,7 +7,8 @@ explicitly, so one store serves any number of sessions and processes.
 
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
-`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore` — each a `runtime_checkable`
+`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `SessionLookupStore`,
+`VersionedReadStore`, `KnownVersionReadStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
 bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
@@ -25,7 +26,13 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar, cast, runtime_checkable
 
-from turnkeeper.errors import Conflict, InvalidInput, SessionExpired, Unsupported
+from turnkeeper.errors import (
+    Conflict,
+    InvalidInput,
+    SessionExpired,
+    SessionNotFound,
+    Unsupported,
+)
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.types import (
     AgentState,
@@ -52,13 +59,18 @@ __all__ = [
     "ApiKeyStore",
     "ForkStore",
     "FullStore",
+    "KnownVersionReadStore",
     "LockingStore",
+    "SessionLookupStore",
     "Store",
     "SummaryStore",
     "TraceStore",
     "TransferStore",
+    "VersionedReadStore",
     "check_fork",
     "check_retry",
+    "lookup_session",
+    "read_messages_at",
     "require",
     "same_message",
 ]
@@ -280,6 +292,105 @@ class TraceStore(Protocol):
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         """Up to `limit` traces `(seq, data)` at or before `upto_seq`, newest first."""
         ...
+
+
+@runtime_checkable
+class SessionLookupStore(Protocol):
+    """A session by id or else by key in one read: the service resolves every request's
+    session reference, and on a networked database two reads are two round trips."""
+
+    def lookup_session(self, ref: str, project: str) -> Session:
+        """The session whose id is `ref`, else the one `find_session_by_key(project, ref)`
+        gives. Raises `SessionNotFound(ref, project)` when neither exists."""
+        ...
+
+
+def lookup_session(store: Store, ref: str, project: str) -> Session:
+    """`store.lookup_session(ref, project)`, or for a store without it the same in two reads."""
+    if isinstance(store, SessionLookupStore):
+        return store.lookup_session(ref, project)
+    try:
+        return store.get_session(ref)
+    except SessionNotFound:
+        return store.find_session_by_key(project, ref)
+
+
+@runtime_checkable
+class VersionedReadStore(Protocol):
+    """A page of messages with the session's version it was read at, in one read.
+
+    A cache keys pages by the session's `version`; without this it reads the session row
+    after a page to be sure nothing was written meanwhile, one more round trip per page on a
+    networked database."""
+
+    def read_messages_versioned(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> tuple[list[Message], int | None]:
+        """`read_messages(...)` and the session's `version` of the same snapshot (None when
+        it cannot tell, e.g. for an empty page)."""
+        ...
+
+
+@runtime_checkable
+class KnownVersionReadStore(Protocol):
+    """Pages read by a caller that knows the session's version already (a context build
+    reads the session first): a cache answers for that version without reading the session
+    row again. A store without a cache has no use for the version and need not offer this."""
+
+    def read_messages_at(
+        self,
+        session_id: str,
+        version: int,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """`read_messages(...)` for a caller that read the session at `version`: the page
+        as it was at `version`, or a newer one."""
+        ...
+
+
+def read_messages_at(
+    store: Store,
+    session_id: str,
+    version: int | None,
+    *,
+    from_seq: int | None = None,
+    to_seq: int | None = None,
+    include_internal: bool = True,
+    newest_first: bool = False,
+    limit: int | None = None,
+) -> list[Message]:
+    """A page of `session_id` for a caller that read the session at `version`: through
+    `read_messages_at` where the store has it (a cache), else `read_messages`."""
+    if version is not None and isinstance(store, KnownVersionReadStore):
+        return store.read_messages_at(
+            session_id,
+            version,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+        )
+    return store.read_messages(
+        session_id,
+        from_seq=from_seq,
+        to_seq=to_seq,
+        include_internal=include_internal,
+        newest_first=newest_first,
+        limit=limit,
+    )
 
 
 @runtime_checkable

@@ -181,6 +181,13 @@ class InMemoryStore:
         with self._lock:
             return _copy(self._log(session_id).session)
 
+    def lookup_session(self, ref: str, project: str) -> Session:
+        with self._lock:
+            log = self._logs.get(ref)
+            if log is not None:
+                return _copy(log.session)
+        return self.find_session_by_key(project, ref)
+
     def find_session_by_key(self, project: str, key: str) -> Session:
         with self._lock:
             held = [
@@ -324,6 +331,28 @@ class InMemoryStore:
             and (include_internal or not m.internal)
         ]
         return _copy(chosen[:limit] if limit is not None else chosen)
+
+    def read_messages_versioned(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> tuple[list[Message], int | None]:
+        with self._lock:  # re-entrant: the page and the version of one moment
+            log = self._logs.get(session_id)
+            page = self.read_messages(
+                session_id,
+                from_seq=from_seq,
+                to_seq=to_seq,
+                include_internal=include_internal,
+                newest_first=newest_first,
+                limit=limit,
+            )
+            return page, (log.session.version if log is not None and page else None)
 
     def count_messages(
         self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True

@@ -99,6 +99,11 @@ FIND_BY_KEY = (
     f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ?"
     " ORDER BY status = 'active' DESC, updated_at DESC, id DESC LIMIT 1"
 )
+LOOKUP_SESSION = (
+    f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ? OR (project = ? AND key = ?)"
+    " ORDER BY id = ? DESC, status = 'active' DESC, updated_at DESC, id DESC LIMIT 1"
+)
+"""The session with an id, else the one `FIND_BY_KEY` picks, in one statement."""
 LIVE_BY_KEY = (
     f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ? AND status = 'active'"
 )
@@ -560,6 +565,9 @@ def page_from_rows(rows: Sequence[Row], limit: int, d: Dialect) -> Page[Session]
     return Page(items=items, next_cursor=next_cursor)
 
 
+PAGE_VERSION = ", (SELECT version FROM sessions WHERE id = ?) AS session_version"
+
+
 def read_messages_query(
     session_id: str,
     *,
@@ -568,9 +576,12 @@ def read_messages_query(
     include_internal: bool,
     newest_first: bool,
     limit: int | None,
+    with_version: bool = False,
 ) -> tuple[str, list[Any]]:
+    """The page's query; `with_version` adds the session's `version` to every row (as
+    `session_version`), read in the same statement, so of the same snapshot as the page."""
     clauses = ["session_id = ?"]
-    params: list[Any] = [session_id]
+    params: list[Any] = [session_id, session_id] if with_version else [session_id]
     if not include_internal:
         clauses.append("NOT internal")
     if from_seq is not None:
@@ -579,8 +590,9 @@ def read_messages_query(
     if to_seq is not None:
         clauses.append("seq <= ?")
         params.append(to_seq)
+    columns = MESSAGE_COLUMNS + (PAGE_VERSION if with_version else "")
     sql = (
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)}"
+        f"SELECT {columns} FROM messages WHERE {' AND '.join(clauses)}"
         f" ORDER BY seq {'DESC' if newest_first else 'ASC'}"
     )
     if limit is not None:
@@ -741,6 +753,12 @@ class SQLReads:
             raise SessionNotFound(key, project)
         return session_from_row(rows[0], self.dialect)
 
+    def lookup_session(self, ref: str, project: str) -> Session:
+        rows = self._read(LOOKUP_SESSION, (ref, project, ref, ref))
+        if not rows:
+            raise SessionNotFound(ref, project)
+        return session_from_row(rows[0], self.dialect)
+
     def list_sessions(
         self, where: SessionFilter, *, limit: int, cursor: str | None = None
     ) -> Page[Session]:
@@ -766,6 +784,29 @@ class SQLReads:
             limit=limit,
         )
         return [message_from_row(row, self.dialect) for row in self._read(query, params)]
+
+    def read_messages_versioned(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> tuple[list[Message], int | None]:
+        query, params = read_messages_query(
+            session_id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+            with_version=True,
+        )
+        rows = self._read(query, params)
+        version = int(rows[0]["session_version"]) if rows else None
+        return [message_from_row(row, self.dialect) for row in rows], version
 
     def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
         if not ids:

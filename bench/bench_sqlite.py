@@ -1,6 +1,6 @@
 """Embedded SQLite benchmarks, measured in one run against raw sqlite3 as the physical baseline.
 
-    make bench            # or: .venv/bin/python bench/bench_sqlite.py [--quick]
+    make bench            # or: .venv/bin/python bench/bench_sqlite.py [--quick] [--only build]
 
 1. Append: 2,000 single appends to one session, turnkeeper vs raw sqlite3 doing the same durable
    work (one INSERT + COMMIT per message with an exact token count, WAL), once at
@@ -11,7 +11,9 @@
    rows until the budget is full — of an unchanged session (the window remembered for its
    version) and built again from cached pages (after a build for another budget).
 3. Context build (sliding_window, 8,000-token budget) on sessions of 100 … 100,000 messages,
-   each build from a fresh connection (a new store), median of several builds.
+   each build from a fresh connection (a new store). The sizes take turns in rounds (one build
+   of each per round, the order rotated), so every size sees the same load of a shared
+   machine; medians per size, and the median of the ratios taken within each round.
 4. Peak memory (tracemalloc) of one context build on the 100,000-message session.
 
 Results are printed as a Markdown table and written to bench/results/sqlite.md. The machine is
@@ -211,13 +213,96 @@ def build_once(path: Path, session_id: str) -> tuple[float, int]:
     return time.perf_counter() - start, window.report.messages_loaded
 
 
+def interleaved_builds(
+    sessions: dict[int, tuple[Path, str]], rounds: int
+) -> tuple[dict[int, list[float]], dict[int, int], list[dict[int, float]]]:
+    """`rounds` rounds of one build per size, the order rotated each round (after one round
+    not counted, which warms the OS cache and the tokenizer): a load that comes and goes on a
+    shared machine then falls on every size alike, where a run of each size after the other
+    compared one load with another. Returns the times per size, the messages each build
+    loaded, and each round's times (for ratios taken within one round)."""
+    sizes = list(sessions)
+    for size in sizes:
+        build_once(*sessions[size])
+    timings: dict[int, list[float]] = {size: [] for size in sizes}
+    loaded: dict[int, int] = {}
+    per_round: list[dict[int, float]] = []
+    for round_number in range(rounds):
+        turn = round_number % len(sizes)
+        this_round: dict[int, float] = {}
+        for size in sizes[turn:] + sizes[:turn]:
+            seconds, loaded[size] = build_once(*sessions[size])
+            timings[size].append(seconds)
+            this_round[size] = seconds
+        per_round.append(this_round)
+    return timings, loaded, per_round
+
+
+def build_rows(sessions: dict[int, tuple[Path, str]], rounds: int) -> tuple[list[str], float]:
+    """The context-build table: medians per size and the ratios of the largest size to the
+    smallest and to the first whose window is full (the same rows loaded: what the session's
+    length alone costs). Returns the lines and the paired largest/smallest ratio."""
+    timings, loaded, per_round = interleaved_builds(sessions, rounds)
+    sizes = list(sessions)
+    largest, smallest = sizes[-1], sizes[0]
+    full = next((size for size in sizes if loaded[size] < size), largest)
+    medians = {size: statistics.median(values) for size, values in timings.items()}
+    lines = [
+        f"### Context build (sliding_window, 8,000-token budget, fresh connection each build;"
+        f" {rounds} rounds, sizes interleaved)",
+        "",
+        "| messages in session | median ms | p90 ms | messages loaded |",
+        "|---:|---:|---:|---:|",
+    ]
+    for size in sizes:
+        lines.append(
+            f"| {size:,} | {medians[size] * 1e3:.2f} | {percentile(timings[size], 0.9) * 1e3:.2f}"
+            f" | {loaded[size]} |"
+        )
+
+    def paired(numerator: int, denominator: int) -> tuple[float, float, float]:
+        ratios = sorted(r[numerator] / r[denominator] for r in per_round)
+        return percentile(ratios, 0.25), statistics.median(ratios), percentile(ratios, 0.75)
+
+    low, build_ratio, high = paired(largest, smallest)
+    lines += [
+        "",
+        f"{largest:,}-message build / {smallest:,}-message build: **{build_ratio:.2f}×**"
+        f" (median of the {rounds} rounds' ratios, quartiles {low:.2f}–{high:.2f}; ratio of"
+        f" the medians {medians[largest] / medians[smallest]:.2f}×; target ≤ 2×)",
+    ]
+    if full not in (largest, smallest):
+        low, ratio, high = paired(largest, full)
+        lines.append(
+            f"{largest:,} / {full:,} (both windows full, {loaded[largest]} and {loaded[full]}"
+            f" messages loaded: the session's length alone): **{ratio:.2f}×**"
+            f" (quartiles {low:.2f}–{high:.2f})"
+        )
+    return lines, build_ratio
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--only",
+        choices=["build"],
+        help="run one part and print it (bench/results is left as it is): build = 3.",
+    )
+    parser.add_argument("--rounds", type=int, help="rounds of the interleaved context builds")
     args = parser.parse_args()
     appends = 300 if args.quick else 2000
     sizes = [100, 1000, 10_000] if args.quick else [100, 1000, 10_000, 100_000]
     builds = 5 if args.quick else 15
+    rounds = args.rounds or (10 if args.quick else 41)
+    if args.only == "build":
+        counter_for("o200k_base").count_text("load the tokenizer once per process")
+        with tempfile.TemporaryDirectory() as tmp:
+            sessions = {size: (Path(tmp) / f"size-{size}.db", "") for size in sizes}
+            for size, (path, _) in sessions.items():
+                sessions[size] = (path, populate(path, size))
+            print("\n".join(build_rows(sessions, rounds)[0]))
+        return
 
     counter_for("o200k_base").count_text("load the tokenizer once per process")
     lines = [
@@ -257,31 +342,14 @@ def main() -> None:
             "",
             "Targets: ≥ 0.5 at NORMAL, ≥ 0.9 at FULL, ≥ 2 against `SQLiteSession` at the defaults.",
             "",
-            "### Context build (sliding_window, 8,000-token budget, fresh connection each build)",
-            "",
-            "| messages in session | median ms | p90 ms | messages loaded |",
-            "|---:|---:|---:|---:|",
         ]
-        medians: dict[int, float] = {}
-        for size in sizes:
-            path = root / f"size-{size}.db"
-            session_id = populate(path, size)
-            timings, loaded = [], 0
-            for _ in range(builds):
-                seconds, loaded = build_once(path, session_id)
-                timings.append(seconds)
-            medians[size] = statistics.median(timings)
-            lines.append(
-                f"| {size:,} | {medians[size] * 1e3:.2f} | {percentile(timings, 0.9) * 1e3:.2f}"
-                f" | {loaded} |"
-            )
+        sessions = {size: (root / f"size-{size}.db", "") for size in sizes}
+        for size, (path, _) in sessions.items():
+            sessions[size] = (path, populate(path, size))
+        build_lines, build_ratio = build_rows(sessions, rounds)
+        lines += build_lines
         largest = sizes[-1]
-        lines += [
-            "",
-            f"{largest:,}-message build / 100-message build: "
-            f"**{medians[largest] / medians[100]:.2f}×** (target ≤ 2×)",
-        ]
-        path = root / f"size-{largest}.db"
+        path, session_id = sessions[largest]
         split = open_and_warm(path, session_id, builds * 10)
         median = {name: statistics.median(values) for name, values in split.items()}
         ratios["open"] = median["open"] / median["raw open"]
@@ -324,7 +392,7 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(report, encoding="utf-8")
     (RESULTS.parent / "sqlite.json").write_text(
-        json.dumps({**ratios, "build_ratio": medians[largest] / medians[100],
+        json.dumps({**ratios, "build_ratio": build_ratio,
                     "peak_kib": peak / 1024}),
         encoding="utf-8",
     )  # fmt: skip

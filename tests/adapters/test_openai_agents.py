@@ -343,10 +343,19 @@ def test_an_agent_loop_reads_what_it_appended_and_whatever_else_was_written(
     assert ours._history is not None  # remembered, and continued by the append
     assert run(turn(ITEMS[5], ITEMS[6])) == sdk_like
     assert run(ours.get_items(limit=2)) == sdk_like[-2:]
-    # Another writer appends, then this one: two appends since the read, so a fresh read.
-    run(other.add_items([ITEMS[8]]))
-    sdk_like.append(ITEMS[8])
-    assert run(turn(ITEMS[0])) == sdk_like
+    # As `Runner.run` does: the input added, then the output, then the next read.
+    run(ours.add_items([ITEMS[3]]))
+    sdk_like.append(ITEMS[3])
+    assert run(turn(ITEMS[4])) == sdk_like
+    assert ours._history is not None
+    # Another writer appends between this one's two appends: read afresh.
+    run(ours.add_items([ITEMS[0]]))
+    tk.append("loop", "user", "in between")
+    sdk_like += [ITEMS[0], {"role": "user", "content": "in between"}]
+    assert run(turn(ITEMS[1])) == sdk_like
+    for _ in range(3):
+        run(other.pop_item())
+        sdk_like.pop()
     # Another writer removes the message just appended: no append to add to what was read.
     run(ours.add_items([ITEMS[9]]))
     run(other.pop_item())

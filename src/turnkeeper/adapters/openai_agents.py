@@ -162,19 +162,27 @@ class TurnkeeperSession:
         """The session's newest `limit` messages (all with None), newest first: from the
         remembered history when it still stands for the session, else from the store (a whole
         read is then remembered, if it is at most `TAIL_LIMIT` messages)."""
-        remembered = self._history
-        if remembered is not None and remembered[0] == session.id:
-            current = self.tk.get_session(session.id)
-            view = remembered[1].view(current, True)
-            if view is not None:
-                self._history = (session.id, _whole_history(current, view))
-                return view if limit is None else view[:limit]
+        view = self._recalled(session.id)
+        if view is not None:
+            return view if limit is None else view[:limit]
         if limit is not None:
             return self.tk.history(session, newest_first=True, limit=limit)
         current = self.tk.get_session(session.id)  # the version the read is remembered at
         newest = self.tk.history(current, newest_first=True)
         self._history = _remembered(current, newest)
         return newest
+
+    def _recalled(self, session_id: str) -> tuple[Message, ...] | None:
+        """The remembered history of the session (newest first) as it stands now — one read of
+        its row decides — remembered again at its current version; None when `Tail`'s rule
+        cannot tell (and then it is forgotten)."""
+        remembered = self._history
+        if remembered is None or remembered[0] != session_id:
+            return None
+        current = self.tk.get_session(session_id)
+        view = remembered[1].view(current, True)
+        self._history = None if view is None else _remembered(current, view)
+        return view
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
         """The items of what the context strategy keeps, in the window's order."""
@@ -193,6 +201,11 @@ class TurnkeeperSession:
         messages = [item_to_message(item) for item in items]
         session = self._live()
         if session is not None:
+            remembered = self._history
+            if remembered is not None and remembered[1].appended:
+                # A second append since the read (`Runner.run` adds its input, then its
+                # output): the first is folded in now, so that this one can continue it.
+                self._recalled(session.id)
             try:
                 self._appended(session, self.tk.append_many(session, messages))
                 return

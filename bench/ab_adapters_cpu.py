@@ -8,7 +8,8 @@ falls on both alike). A child measures, on fresh SQLite files at the defaults of
 the process CPU time (`time.process_time`: every thread, and none of the waiting for the disk
 or for a core) of: one `add_items` of 1,000 and of 10,000 items, the same items turn by turn
 (two items an `add_items`), `get_items()` of all of them, and (1,000 items only) an agent loop
-— each turn `get_items()` then `add_items` of the turn — for turnkeeper and for the SDK;
+— each turn, as `Runner.run` does, `get_items()`, then `add_items` of the input, then of the
+output — for turnkeeper and for the SDK;
 each after a full garbage collection, so an operation pays for the collections its own
 allocations cause, not for what the one before it left pending.
 Printed: the median over the rounds of turnkeeper's CPU divided by the SDK's, per checkout.
@@ -81,9 +82,10 @@ def _child() -> None:
                     async def agent_loop(session: Any = loop, pairs: Any = pairs) -> None:
                         for pair in pairs:
                             await session.get_items()
-                            await session.add_items(pair)
+                            for item in pair:  # the input, then the output
+                                await session.add_items([item])
 
-                    spent[side]["agent loop (get, add)"] = cpu(agent_loop)
+                    spent[side]["agent loop (get, add, add)"] = cpu(agent_loop)
             for operation, sdk in spent["sdk"].items():
                 ratios[f"{size:,} {operation}"] = spent["tk"][operation] / sdk
     print(json.dumps(ratios))

@@ -10,8 +10,9 @@ the `Session` protocol an agent run uses:
 - add at once: the same items in one `add_items` call;
 - get all: `get_items()` of the whole conversation (the SDK's default when no limit is set);
 - get latest 20: `get_items(20)`.
-- agent loop (1,000 items only: each turn reads the whole history): `get_items()` then
-  `add_items` of the turn, turn by turn, as `Runner.run` does, in total.
+- agent loop (1,000 items only: each turn reads the whole history): per turn, as `Runner.run`
+  does, `get_items()`, then `add_items` of the user's input, then of the model's output; in
+  total.
 
 Median of several reads each; each operation runs on both sessions in alternation. The one
 large add and each full read start after a full garbage collection (see `timed`). Results are printed as a Markdown table and written to
@@ -113,9 +114,10 @@ LOOP_ITEMS = 1_000
 
 
 async def _loop_turn(session: Any, pair: list[dict[str, Any]]) -> None:
-    """One turn of an agent run: the history read, then the turn's items added."""
+    """One turn of an agent run: the history read, then the input added, then the output."""
     await session.get_items()
-    await session.add_items(pair)
+    for item in pair:
+        await session.add_items([item])
 
 
 def summary(timings: Timings) -> dict[str, float]:

@@ -371,3 +371,15 @@ def test_an_agent_loop_reads_what_it_appended_and_whatever_else_was_written(
     assert run(ours.get_items()) == run(TurnkeeperSession("loop", tk).get_items())
     run(ours.clear_session())
     assert run(turn(ITEMS[3])) == [ITEMS[3]]
+
+
+def test_a_session_deleted_between_two_adds_after_a_read_is_made_afresh(tk: Turnkeeper) -> None:
+    """The history remembered from a read is checked against the session row before a second
+    add: a session deleted meanwhile is made again by that add, as without the memory."""
+    ours = TurnkeeperSession("gone", tk)
+    run(ours.add_items([ITEMS[2]]))
+    assert run(ours.get_items()) == [ITEMS[2]]
+    run(ours.add_items([ITEMS[8]]))
+    tk.delete_session(tk.get_session("gone"))
+    run(ours.add_items([ITEMS[0]]))
+    assert run(ours.get_items()) == [ITEMS[0]]

@@ -201,12 +201,12 @@ class TurnkeeperSession:
         messages = [item_to_message(item) for item in items]
         session = self._live()
         if session is not None:
-            remembered = self._history
-            if remembered is not None and remembered[1].appended:
-                # A second append since the read (`Runner.run` adds its input, then its
-                # output): the first is folded in now, so that this one can continue it.
-                self._recalled(session.id)
             try:
+                remembered = self._history
+                if remembered is not None and remembered[1].appended:
+                    # A second append since the read (`Runner.run` adds its input, then its
+                    # output): the first is folded in now, so that this one can continue it.
+                    self._recalled(session.id)
                 self._appended(session, self.tk.append_many(session, messages))
                 return
             except (Conflict, SessionExpired, SessionNotFound):

@@ -7,7 +7,9 @@ Each round runs one child process per checkout (alternating, so the noise of a s
 falls on both alike). A child measures, on fresh SQLite files at the defaults of both sides,
 the process CPU time (`time.process_time`: every thread, and none of the waiting for the disk
 or for a core) of: one `add_items` of 1,000 and of 10,000 items, the same items turn by turn
-(two items an `add_items`), and `get_items()` of all of them, for turnkeeper and for the SDK;
+(two items an `add_items`), `get_items()` of all of them, and (1,000 items only) an agent loop
+— each turn, as `Runner.run` does, `get_items()`, then `add_items` of the input, then of the
+output — for turnkeeper and for the SDK;
 each after a full garbage collection, so an operation pays for the collections its own
 allocations cause, not for what the one before it left pending.
 Printed: the median over the rounds of turnkeeper's CPU divided by the SDK's, per checkout.
@@ -31,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 SIZES = (1_000, 10_000)
+LOOP_ITEMS = 1_000
+"""The largest size the agent loop runs at (its reads grow with every turn)."""
 HERE = Path(__file__).resolve().parent
 
 
@@ -72,6 +76,16 @@ def _child() -> None:
                 )
                 spent[side]["add, turn by turn"] = cpu(by_turns)
                 spent[side]["get all"] = cpu(lambda s=batch: s.get_items())
+                if size <= LOOP_ITEMS:
+                    loop = make(f"loop{size}")
+
+                    async def agent_loop(session: Any = loop, pairs: Any = pairs) -> None:
+                        for pair in pairs:
+                            await session.get_items()
+                            for item in pair:  # the input, then the output
+                                await session.add_items([item])
+
+                    spent[side]["agent loop (get, add, add)"] = cpu(agent_loop)
             for operation, sdk in spent["sdk"].items():
                 ratios[f"{size:,} {operation}"] = spent["tk"][operation] / sdk
     print(json.dumps(ratios))
@@ -110,8 +124,13 @@ def main() -> None:
     print("| operation | " + " | ".join(f"{name} (tk/SDK CPU)" for name in names) + " |")
     print("|---|" + "---:|" * len(names))
     for operation in runs[names[0]][0]:
-        medians = [statistics.median(run[operation] for run in runs[name]) for name in names]
-        print(f"| {operation} | " + " | ".join(f"{m:.2f}×" for m in medians) + " |")
+        medians = [
+            statistics.median(run[operation] for run in runs[name]) if operation in runs[name][0]
+            else None  # a case the other checkout's script does not have
+            for name in names
+        ]  # fmt: skip
+        cells = ["—" if m is None else f"{m:.2f}×" for m in medians]
+        print(f"| {operation} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

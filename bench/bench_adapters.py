@@ -10,6 +10,9 @@ the `Session` protocol an agent run uses:
 - add at once: the same items in one `add_items` call;
 - get all: `get_items()` of the whole conversation (the SDK's default when no limit is set);
 - get latest 20: `get_items(20)`.
+- agent loop (1,000 items only: each turn reads the whole history): per turn, as `Runner.run`
+  does, `get_items()`, then `add_items` of the user's input, then of the model's output; in
+  total.
 
 Median of several reads each; each operation runs on both sessions in alternation. The one
 large add and each full read start after a full garbage collection (see `timed`). Results are printed as a Markdown table and written to
@@ -70,7 +73,11 @@ async def timed(call: Awaitable[Any], *, collected: bool = False) -> float:
 
 
 async def side_by_side(
-    sessions: dict[str, Any], batches: dict[str, Any], items: int, reads: int
+    sessions: dict[str, Any],
+    batches: dict[str, Any],
+    loops: dict[str, Any],
+    items: int,
+    reads: int,
 ) -> dict[str, Timings]:
     """Each operation on both sessions in alternation, so the noise of a shared machine falls
     on both alike: seconds per operation, per implementation."""
@@ -92,16 +99,33 @@ async def side_by_side(
     for _ in range(reads * 20):
         for name, session in sessions.items():
             note(name, "get latest 20", await timed(session.get_items(20)))
-    for session in sessions.values():
+    if items <= LOOP_ITEMS:
+        for pair in turns:
+            for name, loop in loops.items():
+                note(name, "agent loop", await timed(_loop_turn(loop, pair)))
+    for session in [*sessions.values(), *(loops.values() if items <= LOOP_ITEMS else ())]:
         got = await session.get_items()
         assert got == everything, "a session did not give back what it was given"
     return times
 
 
+LOOP_ITEMS = 1_000
+"""The largest size the agent loop runs at (its reads grow with every turn)."""
+
+
+async def _loop_turn(session: Any, pair: list[dict[str, Any]]) -> None:
+    """One turn of an agent run: the history read, then the input added, then the output."""
+    await session.get_items()
+    for item in pair:
+        await session.add_items([item])
+
+
 def summary(timings: Timings) -> dict[str, float]:
-    """Total seconds for the adds, the median of the reads."""
+    """Total seconds for the adds and the agent loop, the median of the reads."""
     return {
-        operation: sum(seconds) if operation.startswith("add") else statistics.median(seconds)
+        operation: sum(seconds)
+        if operation.startswith(("add", "agent"))
+        else statistics.median(seconds)
         for operation, seconds in timings.items()
     }
 
@@ -128,6 +152,7 @@ async def run_one(items: int, reads: int, synchronous: str) -> list[Row]:
             times = await side_by_side(
                 {"sdk": SQLiteSession("bench", sdk_path), "tk": TurnkeeperSession("bench", tk)},
                 {"sdk": SQLiteSession("batch", sdk_path), "tk": TurnkeeperSession("batch", tk)},
+                {"sdk": SQLiteSession("loop", sdk_path), "tk": TurnkeeperSession("loop", tk)},
                 items,
                 reads,
             )

@@ -322,3 +322,64 @@ def test_pop_item_goes_through_the_service_on_its_clock_and_in_its_project(
     ours = tk.get_session("agent-1", project="bots")
     assert (ours.message_count, ours.updated_at) == (1, clock())
     assert tk.get_session("agent-1").message_count == 1  # the default project's is untouched
+
+
+def test_an_agent_loop_reads_what_it_appended_and_whatever_else_was_written(
+    tk: Turnkeeper,
+) -> None:
+    """`get_items` after `add_items` is answered from the history this object remembers only
+    while nothing else was written: every other writer's change shows, as on a fresh read."""
+    ours = TurnkeeperSession("loop", tk)
+    other = TurnkeeperSession("loop", tk)
+    sdk_like: list[Any] = []
+
+    async def turn(*items: Any) -> list[Any]:
+        await ours.add_items(list(items))
+        sdk_like.extend(items)
+        return await ours.get_items()
+
+    assert run(ours.get_items()) == []
+    assert run(turn(ITEMS[2])) == sdk_like
+    assert ours._history is not None  # remembered, and continued by the append
+    assert run(turn(ITEMS[5], ITEMS[6])) == sdk_like
+    assert run(ours.get_items(limit=2)) == sdk_like[-2:]
+    # As `Runner.run` does: the input added, then the output, then the next read.
+    run(ours.add_items([ITEMS[3]]))
+    sdk_like.append(ITEMS[3])
+    assert run(turn(ITEMS[4])) == sdk_like
+    assert ours._history is not None
+    # Another writer appends between this one's two appends: read afresh.
+    run(ours.add_items([ITEMS[0]]))
+    tk.append("loop", "user", "in between")
+    sdk_like += [ITEMS[0], {"role": "user", "content": "in between"}]
+    assert run(turn(ITEMS[1])) == sdk_like
+    for _ in range(3):
+        run(other.pop_item())
+        sdk_like.pop()
+    # Another writer removes the message just appended: no append to add to what was read.
+    run(ours.add_items([ITEMS[9]]))
+    run(other.pop_item())
+    assert run(ours.get_items()) == sdk_like
+    # Another writer appends right after this one's append (two versions on): read afresh.
+    run(ours.add_items([ITEMS[7]]))
+    tk.append("loop", "user", "from elsewhere")
+    sdk_like += [ITEMS[7], {"role": "user", "content": "from elsewhere"}]
+    assert run(ours.get_items()) == sdk_like
+    run(other.pop_item())
+    sdk_like.pop()
+    assert run(turn(ITEMS[1])) == sdk_like
+    assert run(ours.get_items()) == run(TurnkeeperSession("loop", tk).get_items())
+    run(ours.clear_session())
+    assert run(turn(ITEMS[3])) == [ITEMS[3]]
+
+
+def test_a_session_deleted_between_two_adds_after_a_read_is_made_afresh(tk: Turnkeeper) -> None:
+    """The history remembered from a read is checked against the session row before a second
+    add: a session deleted meanwhile is made again by that add, as without the memory."""
+    ours = TurnkeeperSession("gone", tk)
+    run(ours.add_items([ITEMS[2]]))
+    assert run(ours.get_items()) == [ITEMS[2]]
+    run(ours.add_items([ITEMS[8]]))
+    tk.delete_session(tk.get_session("gone"))
+    run(ours.add_items([ITEMS[0]]))
+    assert run(ours.get_items()) == [ITEMS[0]]

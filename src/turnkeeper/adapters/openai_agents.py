@@ -19,12 +19,13 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from turnkeeper import jsonenc
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
+from turnkeeper.context.tails import TAIL_LIMIT, Tail
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
 from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.types import (
@@ -101,6 +102,11 @@ class TurnkeeperSession:
         self.model = model
         self._options = session_options
         self._known: Session | None = None
+        self._history: tuple[str, Tail] | None = None
+        """The session's whole history as this object last read it (by session id), and what it
+        appended since: `get_items` right after `add_items` — every turn of an agent loop — is
+        answered from it when `Tail`'s rule proves nothing else was written meanwhile (the
+        same rule, and the same record, as the context builder's remembered tails)."""
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -148,10 +154,35 @@ class TurnkeeperSession:
         if self.strategy is not None:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
-        if limit is None or limit < 0:
-            return _items(self.tk.history(session))
-        newest = self.tk.history(session, newest_first=True, limit=limit)
-        return _items(reversed(newest))[-limit:]
+        newest = self._newest(session, None if limit is None or limit < 0 else limit)
+        items = _items(reversed(newest))
+        return items if limit is None or limit < 0 else items[-limit:]
+
+    def _newest(self, session: Session, limit: int | None) -> Sequence[Message]:
+        """The session's newest `limit` messages (all with None), newest first: from the
+        remembered history when it still stands for the session, else from the store (a whole
+        read is then remembered, if it is at most `TAIL_LIMIT` messages)."""
+        view = self._recalled(session.id)
+        if view is not None:
+            return view if limit is None else view[:limit]
+        if limit is not None:
+            return self.tk.history(session, newest_first=True, limit=limit)
+        current = self.tk.get_session(session.id)  # the version the read is remembered at
+        newest = self.tk.history(current, newest_first=True)
+        self._history = _remembered(current, newest)
+        return newest
+
+    def _recalled(self, session_id: str) -> tuple[Message, ...] | None:
+        """The remembered history of the session (newest first) as it stands now — one read of
+        its row decides — remembered again at its current version; None when `Tail`'s rule
+        cannot tell (and then it is forgotten)."""
+        remembered = self._history
+        if remembered is None or remembered[0] != session_id:
+            return None
+        current = self.tk.get_session(session_id)
+        view = remembered[1].view(current, True)
+        self._history = None if view is None else _remembered(current, view)
+        return view
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
         """The items of what the context strategy keeps, in the window's order."""
@@ -171,7 +202,12 @@ class TurnkeeperSession:
         session = self._live()
         if session is not None:
             try:
-                self.tk.append_many(session, messages)
+                remembered = self._history
+                if remembered is not None and remembered[1].appended:
+                    # A second append since the read (`Runner.run` adds its input, then its
+                    # output): the first is folded in now, so that this one can continue it.
+                    self._recalled(session.id)
+                self._appended(session, self.tk.append_many(session, messages))
                 return
             except (Conflict, SessionExpired, SessionNotFound):
                 self._known = None
@@ -181,20 +217,50 @@ class TurnkeeperSession:
         self._known, _ = self.tk.get_or_create_session(
             self.session_id, project=self.project, **self._options
         )
-        self.tk.append_many(self._known, messages)
+        self._appended(self._known, self.tk.append_many(self._known, messages))
+
+    def _appended(self, session: Session, stored: list[Message]) -> None:
+        """Note an append in the remembered history (which it ends when it does not continue
+        it: see `Tail.after_append`)."""
+        remembered = self._history
+        if remembered is not None:
+            extended = remembered[1].after_append(stored) if remembered[0] == session.id else None
+            self._history = None if extended is None else (session.id, extended)
 
     def _pop_item(self) -> TResponseInputItem | None:
         session = self._live()
         if session is None:
             return None
+        self._history = None
         deleted = self.tk.pop_last_message(session)
         return None if deleted is None else message_to_items(deleted)[-1]
 
     def _clear(self) -> None:
+        self._history = None
         session = self._live()
         if session is not None:
             self.tk.reset_session(session)
         self._known = None
+
+
+def _whole_history(session: Session, newest: Sequence[Message]) -> Tail:
+    """A `Tail` of every message of `session` (`newest`: newest first) as it stands."""
+    return Tail(
+        version=session.version, last_seq=session.last_seq, include_internal=True,
+        newest=tuple(newest), reaches_start=True, head=None, encoding="", rendered={},
+    )  # fmt: skip
+
+
+def _remembered(session: Session, newest: Sequence[Message]) -> tuple[str, Tail] | None:
+    """The history read (newest first) after `session` was, to remember at its version: only
+    what that version held (a write between the two reads may show in the messages; its version
+    step then keeps the memory from ever being used), and only a history of at most `TAIL_LIMIT`
+    messages that ends at the session's `last_seq`."""
+    held = [message for message in newest if message.seq <= session.last_seq]
+    top = held[0].seq if held else 0
+    if len(held) > TAIL_LIMIT or top != session.last_seq:
+        return None
+    return session.id, _whole_history(session, held)
 
 
 def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:

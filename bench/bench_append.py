@@ -1,6 +1,6 @@
 """Library append speed of this checkout against another one, side by side in one run.
 
-    .venv/bin/python bench/bench_append.py --against /work/main [--appends 1000]
+    .venv/bin/python bench/bench_append.py --against ../other-checkout [--appends 1000]
 
 Each checkout runs in a worker process of its own — this interpreter, with the other
 checkout's `src` first on its path — and the parent tells the two in turn to do a round of

@@ -2,7 +2,7 @@
 with an id → build a sliding_window context of 2,000 tokens, API keys on) driven into the ASGI
 app in-process, one at a time, every pooled connection traced by libpq.
 
-    python bench/roundtrips_http.py [--pairs 20] [--against /work/main | REV]
+    python bench/roundtrips_http.py [--pairs 20] [--against ../other-checkout | REV]
 
 A round trip is a `ReadyForQuery` from the server: the end of a statement (or of an empty
 query, as the pool's connection check sends), of a `BEGIN` or of a `COMMIT`. On a loopback

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from turnkeeper.context.formats import to_anthropic, to_openai
-from turnkeeper.server.deps import TK, Scope, SessionRef
+from turnkeeper.server.deps import SessionAccessDep
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import ContextReportPublic, ContextResponse, WindowFormat
 from turnkeeper.types import ContextWindow, StrategyName
@@ -33,9 +33,7 @@ def _shaped(window: ContextWindow, shape: WindowFormat) -> tuple[str | None, lis
 
 @router.get("/v1/sessions/{session}/context")
 async def build_context(
-    session: SessionRef,
-    tk: TK,
-    scope: Scope,
+    access: SessionAccessDep,
     strategy: StrategyName | None = None,
     max_tokens: Annotated[
         int | None, Query(gt=0, le=10_000_000, description="Token budget.")
@@ -68,9 +66,9 @@ async def build_context(
     # A hot route: async, with a thread for the build only (see routes.messages).
     window = await run_in_threadpool(
         functools.partial(
-            tk.context, session, strategy=strategy, max_tokens=max_tokens,
+            access.tk.context, access.ref, strategy=strategy, max_tokens=max_tokens,
             reserved_tokens=reserved_tokens, keep_recent=keep_recent, model=model,
-            include_internal=include_internal, project=scope, agent=agent, trigger=trigger,
+            include_internal=include_internal, project=access.scope, agent=agent, trigger=trigger,
         )
     )  # fmt: skip
     system, messages = _shaped(window, format)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, status
 from starlette.concurrency import run_in_threadpool
 
 from turnkeeper import metrics
-from turnkeeper.server.deps import TK, AttemptDep, Scope, SessionRef
+from turnkeeper.server.deps import AttemptDep, SessionAccessDep
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import AppendMany, AppendOne, MessagePage, MessagePublic
 from turnkeeper.service import Turnkeeper
@@ -38,7 +38,7 @@ def _append(
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def append_message(
-    session: SessionRef, body: AppendOne, tk: TK, scope: Scope, attempt: AttemptDep
+    access: SessionAccessDep, body: AppendOne, attempt: AttemptDep
 ) -> MessagePublic:
     """Append one message. Re-sending a stored `id` (or `Idempotency-Key`) returns the stored
     message unchanged."""
@@ -46,27 +46,25 @@ async def append_message(
     # answer on the event loop instead of handing it to a thread a second time.
     new = [body.to_domain()]
     (stored,) = await run_in_threadpool(
-        _append, tk, session, scope, new, body.expected_last_seq, attempt
+        _append, access.tk, access.ref, access.scope, new, body.expected_last_seq, attempt
     )
     return MessagePublic.from_domain(stored)
 
 
 @router.post("/batch", status_code=status.HTTP_201_CREATED)
 def append_messages(
-    session: SessionRef, body: AppendMany, tk: TK, scope: Scope, attempt: AttemptDep
+    access: SessionAccessDep, body: AppendMany, attempt: AttemptDep
 ) -> list[MessagePublic]:
     """Append several messages atomically (all or none), in order, with gapless seqs. With an
     `Idempotency-Key`, a retry of the batch stores nothing twice."""
     new = [message.to_domain() for message in body.messages]
-    stored = _append(tk, session, scope, new, body.expected_last_seq, attempt)
+    stored = _append(access.tk, access.ref, access.scope, new, body.expected_last_seq, attempt)
     return [MessagePublic.from_domain(message) for message in stored]
 
 
 @router.get("")
 def list_messages(
-    session: SessionRef,
-    tk: TK,
-    scope: Scope,
+    access: SessionAccessDep,
     from_seq: Annotated[int | None, Query(ge=0, description="Lowest seq (inclusive).")] = None,
     to_seq: Annotated[int | None, Query(ge=0, description="Highest seq (inclusive).")] = None,
     include_internal: Annotated[bool, Query(description="false: user-facing only.")] = True,
@@ -74,9 +72,9 @@ def list_messages(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> MessagePage:
     """Stored messages (the audit trail) by seq range, a page at a time."""
-    items = tk.history(
-        session, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal,
-        newest_first=newest_first, limit=limit, project=scope,
+    items = access.tk.history(
+        access.ref, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal,
+        newest_first=newest_first, limit=limit, project=access.scope,
     )  # fmt: skip
     page = MessagePage(items=[MessagePublic.from_domain(m) for m in items])
     if len(items) == limit:

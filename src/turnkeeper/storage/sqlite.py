@@ -178,6 +178,9 @@ class SQLiteStore(SQLStore, SQLiteSearch):
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection, set up: WAL, the configured `synchronous`, foreign keys
         enforced (applied in one call at the connection's first use)."""
+        ready: sqlite3.Connection | None = getattr(self._local, "ready", None)
+        if ready is not None:  # every statement but a thread's first: one lookup
+            return ready
         conn = self._connection()
         if not getattr(self._local, "set_up", False):
             try:
@@ -189,6 +192,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
             except sqlite3.Error as exc:
                 raise BackendUnavailable(f"cannot open SQLite database {self.path}: {exc}") from exc
             self._local.set_up = True
+        self._local.ready = conn
         return conn
 
     @cached_property
@@ -221,25 +225,21 @@ class SQLiteStore(SQLStore, SQLiteSearch):
                 f"SQLite database {self.path} is busy: no turn to write within"
                 f" {self._busy_timeout_ms / 1000:g} s (other writers held it)"
             )
+        # `BEGIN IMMEDIATE` … `COMMIT` with what is left of the busy timeout, in this one
+        # generator (a nested context manager was a measurable part of an append).
         try:
-            with self._writing(conn, time.monotonic() - started):
+            self._begin(conn, time.monotonic() - started)
+            try:
                 yield conn
+            except sqlite3.Error as exc:
+                self._rollback(conn)
+                raise self._error(exc) from exc
+            except BaseException:
+                self._rollback(conn)
+                raise
+            self._commit(conn)
         finally:
             self._writers.release()
-
-    @contextmanager
-    def _writing(self, conn: sqlite3.Connection, waited: float) -> Iterator[sqlite3.Connection]:
-        """`BEGIN IMMEDIATE` … `COMMIT` on `conn`, with what is left of the busy timeout."""
-        self._begin(conn, waited)
-        try:
-            yield conn
-        except sqlite3.Error as exc:
-            self._rollback(conn)
-            raise self._error(exc) from exc
-        except BaseException:
-            self._rollback(conn)
-            raise
-        self._commit(conn)
 
     # `_begin` and `_commit` are functions of their own so that a profile tells the wait for
     # the lock and the commit (fsync) apart (bench/profile_http.py).

@@ -408,6 +408,9 @@ def api_key_params(key: ApiKey, secret_hash: str, d: Dialect) -> tuple[Any, ...]
 def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> list[tuple[Any, ...]]:
     """`message_params` of each message at its own seq. The messages of one append share
     their time, so it is encoded once, not once a message."""
+    if len(messages) == 1:  # a single append: no time to share
+        (only,) = messages
+        return [message_params(session_id, only.seq, only, d)]
     last: tuple[datetime, Any] | None = None
     rows = []
     for message in messages:
@@ -431,7 +434,7 @@ def message_params(
         message.id,
         session_id,
         seq,
-        message.role.value,
+        message.role._value_,  # `.value` is an enum property: a cost per message
         message.author,
         message.content,
         message.internal,

@@ -181,3 +181,13 @@ def test_exact_encodings_load_without_any_network() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2", "2"]
+
+
+@pytest.mark.parametrize("encoding", sorted(EXACT_ENCODINGS))
+def test_text_the_fast_encoder_refuses_counts_as_tiktoken_counts_it(encoding: str) -> None:
+    """`count_text` calls tiktoken's Rust encoder directly; text it refuses (a lone surrogate)
+    is still counted as `Encoding.encode_ordinary` counts it, after repairing it."""
+    counter = counter_for(encoding)
+    text = "before \ud800 after"
+    expected = len(counter._encoder.encode_ordinary(text))  # type: ignore[attr-defined]
+    assert counter.count_text(text) == expected > 0

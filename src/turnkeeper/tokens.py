@@ -22,7 +22,7 @@ import lzma
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -94,11 +94,15 @@ class _ChatFormatCounter:
     def _count_role(self, role: str) -> int:
         """Tokens of a role name, counted once per counter: every message has one of a few
         roles, and re-encoding it for each message was a measurable share of an append."""
-        roles: dict[str, int] = self.__dict__.setdefault("_role_tokens", {})
-        tokens = roles.get(role)
+        tokens = self._role_tokens.get(role)
         if tokens is None:
-            tokens = roles[role] = self.count_text(role)
+            tokens = self._role_tokens[role] = self.count_text(role)
         return tokens
+
+    @cached_property
+    def _role_tokens(self) -> dict[str, int]:
+        """`_count_role`'s answers by role (made once: a `{}` a message was a cost too)."""
+        return {}
 
     def count_message(
         self,
@@ -131,13 +135,23 @@ class TiktokenCounter(_ChatFormatCounter):
     def __init__(self, encoding: str) -> None:
         self.encoding = encoding
         self._encoder = _load_encoding(encoding)
+        # The Rust encoder under `Encoding.encode_ordinary`, called without that Python frame
+        # (once a message); text it refuses (lone surrogates) goes through the wrapper, which
+        # repairs it first, so the counts are the same.
+        core = getattr(self._encoder, "_core_bpe", None)
+        self._encode_core: Callable[[str], list[int]] = (
+            core.encode_ordinary if core is not None else self._encoder.encode_ordinary
+        )
 
     def count_text(self, text: str) -> int:
         if not text:
             return 0
         # `encode_ordinary` is `encode(text, disallowed_special=())` (special tokens' text
         # counted as ordinary text) without the per-call special-token checks.
-        return len(self._encoder.encode_ordinary(text))
+        try:
+            return len(self._encode_core(text))
+        except UnicodeEncodeError:
+            return len(self._encoder.encode_ordinary(text))
 
 
 class ApproxCounter(_ChatFormatCounter):

@@ -243,6 +243,8 @@ class Tails:
 
     def appended(self, session_id: str, stored: Sequence[Message]) -> None:
         """Add the messages an append stored to the session's tail, if they continue it."""
+        if session_id not in self._entries:  # no tail remembered (the lock taken for nothing
+            return  # was a measurable part of an append; a tail remembered meanwhile is as new)
         with self._lock:
             tail = self._entries.get(session_id)
             if tail is None:

@@ -28,6 +28,7 @@ from turnkeeper.types import (
     SessionPatch,
     Usage,
     build_draft,
+    build_new_message,
 )
 from turnkeeper.validation import check_message, check_non_negative, check_positive
 
@@ -109,7 +110,7 @@ class Messages(Core):
     ) -> Message:
         """Append one message. Appending an id that is already stored returns the stored
         message. With `expected_last_seq`, fails with `SeqConflict` if the session moved on."""
-        message = NewMessage(
+        message = build_new_message(  # every field given: built without the frozen __init__
             role=role, content=content, author=author, internal=internal, id=id,
             metadata=metadata, usage=usage, tool_call_id=tool_call_id,
             tool_calls=list(tool_calls) if tool_calls is not None else None,
@@ -132,7 +133,7 @@ class Messages(Core):
             check_non_negative("expected_last_seq", expected_last_seq)
         session_id = self._appendable_id(ref, project)
         session = None if session_id is not None else self.get_session(ref, project=project)
-        batch = messages if isinstance(messages, list | tuple) else list(messages)
+        batch = messages if isinstance(messages, (list, tuple)) else list(messages)
         # One instant for the whole batch (it is stored atomically), and its random ids
         # made at once: `uuid.uuid4()` per message was a tenth of a large append.
         now = self._clock()

@@ -15,12 +15,19 @@ from datetime import datetime
 from turnkeeper.errors import Conflict, InvalidInput, SeqConflict, SessionExpired
 from turnkeeper.storage.base import check_retry
 from turnkeeper.storage.codec import to_ts_or_none
-from turnkeeper.types import Message, MessageDraft, Session, SessionStatus, build_message
+from turnkeeper.types import (
+    Message,
+    MessageDraft,
+    Session,
+    SessionStatus,
+    _slot_filler,
+    build_message,
+)
 
-__all__ = ["AppendPlan", "AppendTarget", "plan_append"]
+__all__ = ["AppendPlan", "AppendTarget", "build_append_target", "plan_append"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AppendPlan:
     """What one append stores (`added`, in seq order) and returns (`result`, one per draft)."""
 
@@ -34,7 +41,7 @@ class AppendPlan:
         return self.added[-1].seq
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AppendTarget:
     """The four columns of the locked session row an append decides on. Reading just these
     (rather than decoding the whole row: three timestamps and the metadata JSON) is a
@@ -52,6 +59,12 @@ class AppendTarget:
         return self.expires_at is not None and self.expires_at <= now
 
 
+build_append_target = _slot_filler(AppendTarget)
+"""`AppendTarget(**fields)` built directly (one per append: the frozen `__init__` was a
+measurable part of it)."""
+_build_plan = _slot_filler(AppendPlan)
+
+
 def plan_append(
     session: Session | AppendTarget,
     drafts: Sequence[MessageDraft],
@@ -67,17 +80,10 @@ def plan_append(
     id; one id twice in a batch is `InvalidInput`. The checks on `expected_last_seq`, expiry
     and status apply only when something new is to be written.
     """
-    seen: set[str] = set()
-    for index, draft in enumerate(drafts):
-        if draft.id in seen:
-            raise InvalidInput(
-                f"messages[{index}].id", f"id {draft.id!r} appears twice in this batch"
-            )
-        seen.add(draft.id)
-        if draft.id in stored:
-            check_retry(stored[draft.id], draft)
+    if len(drafts) > 1 or stored:  # one draft and nothing stored (an append's usual case):
+        _check_ids(drafts, stored)  # no id can repeat or be a retry
     known = dict(stored)
-    fresh = [draft for draft in drafts if draft.id not in known]
+    fresh = [draft for draft in drafts if draft.id not in known] if stored else drafts
     if fresh:
         if expected_last_seq is not None and expected_last_seq != session.last_seq:
             raise SeqConflict(session.id, expected_last_seq, session.last_seq)
@@ -90,7 +96,7 @@ def plan_append(
     traces: list[tuple[int, str]] = []
     for draft in fresh:
         seq += 1
-        known[draft.id] = build_message(
+        message = build_message(
             id=draft.id,
             session_id=session.id,
             seq=seq,
@@ -105,7 +111,23 @@ def plan_append(
             tool_call_id=draft.tool_call_id,
             metadata=draft.metadata,
         )
-        added.append(known[draft.id])
+        known[draft.id] = message
+        added.append(message)
         if draft.trace is not None:
             traces.append((seq, draft.trace))
-    return AppendPlan(added=added, result=[known[draft.id] for draft in drafts], traces=traces)
+    result = [known[draft.id] for draft in drafts] if stored else added
+    return _build_plan(added=added, result=result, traces=traces)
+
+
+def _check_ids(drafts: Sequence[MessageDraft], stored: Mapping[str, Message]) -> None:
+    """One id twice in the batch is `InvalidInput`; a stored id must be a retry of its
+    message (`check_retry`)."""
+    seen: set[str] = set()
+    for index, draft in enumerate(drafts):
+        if draft.id in seen:
+            raise InvalidInput(
+                f"messages[{index}].id", f"id {draft.id!r} appears twice in this batch"
+            )
+        seen.add(draft.id)
+        if draft.id in stored:
+            check_retry(stored[draft.id], draft)

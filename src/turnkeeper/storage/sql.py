@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from turnkeeper.errors import (
     SessionNotFound,
 )
-from turnkeeper.storage.appends import AppendPlan, AppendTarget
+from turnkeeper.storage.appends import AppendPlan, AppendTarget, build_append_target
 from turnkeeper.storage.appends import plan_append as plan_append  # the SQL stores' rule too
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
 from turnkeeper.types import (
@@ -408,6 +408,9 @@ def api_key_params(key: ApiKey, secret_hash: str, d: Dialect) -> tuple[Any, ...]
 def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> list[tuple[Any, ...]]:
     """`message_params` of each message at its own seq. The messages of one append share
     their time, so it is encoded once, not once a message."""
+    if len(messages) == 1:  # a single append: no time to share
+        (only,) = messages
+        return [message_params(session_id, only.seq, only, d)]
     last: tuple[datetime, Any] | None = None
     rows = []
     for message in messages:
@@ -431,7 +434,7 @@ def message_params(
         message.id,
         session_id,
         seq,
-        message.role.value,
+        message.role._value_,  # `.value` is an enum property: a cost per message
         message.author,
         message.content,
         message.internal,
@@ -628,12 +631,17 @@ SELECT_APPEND_TARGET = "SELECT id, status, expires_at, last_seq FROM sessions WH
 
 
 def append_target_from_row(row: Row, d: Dialect) -> AppendTarget:
-    return AppendTarget(
+    expires_at = row["expires_at"]
+    return build_append_target(
         id=row["id"],
-        status=SessionStatus(row["status"]),
-        expires_at=d.decode_ts_or_none(row["expires_at"]),
+        status=_STATUS_BY_VALUE[row["status"]],
+        expires_at=None if expires_at is None else d.decode_ts(expires_at),
         last_seq=row["last_seq"],
     )
+
+
+_STATUS_BY_VALUE = {status.value: status for status in SessionStatus}
+"""`SessionStatus(value)` without the enum call (once an append)."""
 
 
 CLAIM_SEQS = (

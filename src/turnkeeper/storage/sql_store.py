@@ -319,6 +319,8 @@ class SQLStore(sql.SQLReads):
         """Insert message rows (`sql.message_params`) in statements of up to
         `sql.ROWS_PER_INSERT` rows each (see `sql.insert_messages_query` for why not
         `executemany`); how many rows were inserted."""
+        if len(rows) == 1:  # a single append: no chunks, no flattening
+            return max(tx.execute(sql.insert_messages_query(1) + suffix, rows[0]).rowcount, 0)
         added = 0
         for start in range(0, len(rows), sql.ROWS_PER_INSERT):
             chunk = rows[start : start + sql.ROWS_PER_INSERT]

@@ -23,8 +23,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
@@ -178,6 +178,9 @@ class SQLiteStore(SQLStore, SQLiteSearch):
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection, set up: WAL, the configured `synchronous`, foreign keys
         enforced (applied in one call at the connection's first use)."""
+        ready: sqlite3.Connection | None = getattr(self._local, "ready", None)
+        if ready is not None:  # every statement but a thread's first: one lookup
+            return ready
         conn = self._connection()
         if not getattr(self._local, "set_up", False):
             try:
@@ -189,6 +192,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
             except sqlite3.Error as exc:
                 raise BackendUnavailable(f"cannot open SQLite database {self.path}: {exc}") from exc
             self._local.set_up = True
+        self._local.ready = conn
         return conn
 
     @cached_property
@@ -205,8 +209,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
             return InvalidInput("value", f"SQLite cannot store it: {exc}")
         return BackendUnavailable(f"SQLite database {self.path} failed: {exc}")
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """One serialized write transaction; rolled back on any error.
 
         The writer first waits for its turn in this process's queue for the file (see
@@ -214,6 +217,10 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         would let late writers overtake sleeping ones; with `writer_lock_file`, its turn also
         holds a lock file that orders the processes' writers), then takes SQLite's write lock,
         which excludes every other writer. The busy timeout bounds the waits together."""
+        return _WriteTransaction(self)
+
+    def _enter_transaction(self) -> sqlite3.Connection:
+        """Wait for the turn, then `BEGIN IMMEDIATE` with what is left of the busy timeout."""
         conn = self._conn()
         started = time.monotonic()
         if not self._writers.acquire(self._busy_timeout_ms / 1000):
@@ -222,24 +229,23 @@ class SQLiteStore(SQLStore, SQLiteSearch):
                 f" {self._busy_timeout_ms / 1000:g} s (other writers held it)"
             )
         try:
-            with self._writing(conn, time.monotonic() - started):
-                yield conn
+            self._begin(conn, time.monotonic() - started)
+        except BaseException:
+            self._writers.release()
+            raise
+        return conn
+
+    def _exit_transaction(self, conn: sqlite3.Connection, exc: BaseException | None) -> None:
+        """`COMMIT`, or roll back on an error (a `sqlite3` one translated); the turn ends."""
+        try:
+            if exc is None:
+                self._commit(conn)
+                return
+            self._rollback(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise self._error(exc) from exc
         finally:
             self._writers.release()
-
-    @contextmanager
-    def _writing(self, conn: sqlite3.Connection, waited: float) -> Iterator[sqlite3.Connection]:
-        """`BEGIN IMMEDIATE` … `COMMIT` on `conn`, with what is left of the busy timeout."""
-        self._begin(conn, waited)
-        try:
-            yield conn
-        except sqlite3.Error as exc:
-            self._rollback(conn)
-            raise self._error(exc) from exc
-        except BaseException:
-            self._rollback(conn)
-            raise
-        self._commit(conn)
 
     # `_begin` and `_commit` are functions of their own so that a profile tells the wait for
     # the lock and the commit (fsync) apart (bench/profile_http.py).
@@ -323,3 +329,21 @@ class SQLiteStore(SQLStore, SQLiteSearch):
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
+
+
+class _WriteTransaction:
+    """`SQLiteStore._transaction`: a context manager of its own rather than a
+    `@contextmanager` generator (whose object, and its two `next` calls, were a measurable part
+    of an append)."""
+
+    __slots__ = ("_conn", "_store")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._conn = self._store._enter_transaction()
+        return self._conn
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        self._store._exit_transaction(self._conn, exc)

@@ -56,6 +56,8 @@ class WriteQueue:
 
     def acquire(self, timeout: float) -> bool:
         """Wait for this thread's turn, at most `timeout` seconds in all; True once it is ours."""
+        if self._across is None:  # one process's order only (the default): no deadline to share
+            return self._acquire_here(timeout)
         deadline = time.monotonic() + timeout
         if not self._acquire_here(timeout):
             return False

@@ -48,14 +48,16 @@ from bench_http import ROOT, TEXT, publish, source_at
 LAYERS: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "auth: API key verification (one indexed read + SHA-256)",
-        [("server/auth.py", "authenticate")],
+        [("server/auth.py", "authenticate"), ("server/auth.py", "authenticate_remembered")],
     ),
     ("token counting (exact, o200k_base)", [("turnkeeper/tokens.py", "count_message")]),
     (
         "store: SQL, commit (fsync) and row decoding",
         [
-            ("turnkeeper/storage/sqlite.py", "append_messages"),
+            ("turnkeeper/storage/sql_store.py", "append_messages"),
             ("turnkeeper/storage/sql.py", "read_messages"),
+            ("turnkeeper/storage/sql.py", "read_messages_versioned"),
+            ("turnkeeper/storage/sql.py", "lookup_session"),
             ("turnkeeper/storage/sql.py", "get_session"),
             ("turnkeeper/storage/sql.py", "find_session_by_key"),
             ("turnkeeper/storage/sql.py", "find_messages"),

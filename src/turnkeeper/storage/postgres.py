@@ -238,12 +238,13 @@ ONE_STATEMENT_ROWS = 100
 
 def _claim_if_open() -> str:
     """`sql.CLAIM_SEQS`, claiming only a session open to the append: active, not past its
-    expiry (`?`: now) and at the expected seq if one is given (`?` twice: it or NULL). These are
-    `plan_append`'s refusals, so a row claimed is an append that rule accepts."""
+    expiry (`?`: now) and at the expected seq if one is given (`?` twice: it or NULL; `numeric`,
+    so any integer a client sends is compared, not out of range). These are `plan_append`'s
+    refusals, so a row claimed is an append that rule accepts."""
     update, returning = sql.CLAIM_SEQS.split(" RETURNING ")
     return (
         f"{update} AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)"
-        f" AND (CAST(? AS integer) IS NULL OR last_seq = ?) RETURNING {returning}"
+        f" AND (CAST(? AS numeric) IS NULL OR last_seq = ?) RETURNING {returning}"
     )
 
 

@@ -14,8 +14,11 @@ violation is `Conflict`, a value PostgreSQL cannot store (a NUL character) is `I
 The tables live in the first schema of the connection's `search_path`, so a URL such as
 `postgresql://host/db?options=-csearch_path%3Dtenant_a` selects an independent store.
 
-Every write is `SQLStore`'s; this module keeps the pool, the transaction (`_transaction`, whose
-cursor takes the shared `?` placeholders), the error mapping and the migration lock.
+Every write is `SQLStore`'s but one: the common append (all drafts new, no traces) is one
+statement here (`append_in_one_statement`, one round trip rather than `SQLStore._append_new`'s
+four), which declines to the same deciding path. Otherwise this module keeps the pool, the
+transaction (`_transaction`, whose cursor takes the shared `?` placeholders), the error mapping
+and the migration lock.
 
 Native async (`turnkeeper.bridge`): run by `run_bridged` on an event loop, the same `SQLStore`
 code gets its connections from a `psycopg_pool.AsyncConnectionPool` (one per loop, opened on

@@ -273,9 +273,12 @@ def item_to_message(item: TResponseInputItem) -> NewMessage:
     metadata = {ITEM_KEY: jsonenc.dumps(item)}
     kind = raw.get("type", "message")
     role = raw.get("role")
-    if kind == "message" and role in _ROLES:
+    if kind == "message" and role in _ROLES:  # most items: built here, without `_message`
         text = content_text(raw.get("content")) or f"[empty {role} message]"
-        return _message(_ROLES[role], text, metadata)
+        return build_new_message(
+            role=_ROLES[role], content=text, author=None, internal=False, id=None, usage=None,
+            tool_calls=None, tool_call_id=None, metadata=metadata,
+        )  # fmt: skip
     if kind in ("function_call", "custom_tool_call") and raw.get("call_id"):
         call = {
             "id": raw["call_id"],

@@ -181,7 +181,10 @@ class TurnkeeperSession:
             return None
         current = self.tk.get_session(session_id)
         view = remembered[1].view(current, True)
-        self._history = None if view is None else _remembered(current, view)
+        if view is None:
+            self._history = None
+        elif view is not remembered[1].newest:  # else unchanged: remembered as it stands
+            self._history = _remembered(current, view)
         return view
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:

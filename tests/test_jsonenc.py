@@ -122,3 +122,20 @@ def test_any_text_decodes_or_fails_as_json_loads_does(text: str) -> None:
         assert str(ours.value) == str(exc)
     else:
         assert _same(jsonenc.loads(text), expected)
+
+
+@given(st.text(max_size=8), st.text())
+def test_one_text_under_one_key_is_written_as_the_encoder_writes_it(key: str, text: str) -> None:
+    """`dump_json`'s shortcut for `{key: text}` (the OpenAI Agents adapter's metadata on every
+    message it stores) writes the canonical encoder's very text."""
+    canonical = json.dumps({key: text}, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    assert dump_json({key: text}) == canonical
+
+
+def test_the_shortcut_leaves_other_single_entries_to_the_encoder() -> None:
+    class Text(str):
+        pass
+
+    for value in ({"k": 1}, {"k": None}, {"k": ["a"]}, {"k": Text("a")}, {'é\n"': "\x01\ud800"}):
+        canonical = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        assert dump_json(value) == canonical

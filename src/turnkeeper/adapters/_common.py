@@ -53,6 +53,10 @@ def content_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
+        if len(value) == 1:  # one part with its text (the usual output message): no join
+            (part,) = value
+            if type(part) is dict and type(part.get("text")) is str:
+                return part["text"]  # type: ignore[no-any-return]
         return "\n".join(filter(None, (_part_text(part) for part in value)))
     return json.dumps(value)
 

@@ -181,7 +181,10 @@ class TurnkeeperSession:
             return None
         current = self.tk.get_session(session_id)
         view = remembered[1].view(current, True)
-        self._history = None if view is None else _remembered(current, view)
+        if view is None:
+            self._history = None
+        elif view is not remembered[1].newest:  # else unchanged: remembered as it stands
+            self._history = _remembered(current, view)
         return view
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
@@ -273,9 +276,12 @@ def item_to_message(item: TResponseInputItem) -> NewMessage:
     metadata = {ITEM_KEY: jsonenc.dumps(item)}
     kind = raw.get("type", "message")
     role = raw.get("role")
-    if kind == "message" and role in _ROLES:
+    if kind == "message" and role in _ROLES:  # most items: built here, without `_message`
         text = content_text(raw.get("content")) or f"[empty {role} message]"
-        return _message(_ROLES[role], text, metadata)
+        return build_new_message(
+            role=_ROLES[role], content=text, author=None, internal=False, id=None, usage=None,
+            tool_calls=None, tool_call_id=None, metadata=metadata,
+        )  # fmt: skip
     if kind in ("function_call", "custom_tool_call") and raw.get("call_id"):
         call = {
             "id": raw["call_id"],

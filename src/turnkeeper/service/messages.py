@@ -226,15 +226,26 @@ class Messages(Core):
                 check_non_negative(field, value)
         if limit is not None:
             check_positive("limit", limit)
-        session = self.get_session(ref, project=project)
-        return self.store.read_messages(
-            session.id,
-            from_seq=from_seq,
-            to_seq=to_seq,
-            include_internal=include_internal,
-            newest_first=newest_first,
-            limit=limit,
-        )
+
+        def read(session_id: str) -> list[Message]:
+            return self.store.read_messages(
+                session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal,
+                newest_first=newest_first, limit=limit,
+            )  # fmt: skip
+
+        if isinstance(ref, Session) and project is None:
+            # The session in hand: its messages in one read (a page of an agent's latest items
+            # was two reads). Messages found prove the session exists; none found, it is
+            # looked up as before (gone: `SessionNotFound`, or the session that key names).
+            try:
+                messages: list[Message] | None = read(ref.id)
+            except SessionNotFound:
+                messages = None
+            if messages:
+                return messages
+            session = self.get_session(ref)
+            return messages if messages is not None and session.id == ref.id else read(session.id)
+        return read(self.get_session(ref, project=project).id)
 
     def pop_last_message(self, ref: SessionRef, *, project: str | None = None) -> Message | None:
         """Delete the newest message and return it (None for an empty session): an undo, as

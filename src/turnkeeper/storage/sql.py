@@ -321,7 +321,7 @@ PostgreSQL's 65,535)."""
 
 @functools.lru_cache(maxsize=64)
 def insert_messages_query(rows: int) -> str:
-    """One INSERT of `rows` messages (`message_params` of each, flattened, in order).
+    """One INSERT of `rows` messages (`message_rows`, flattened, in order).
 
     A batch is written as one statement per `ROWS_PER_INSERT` rows, not one execution per row:
     on SQLite each execution of a statement whose trigger writes the full-text index opens a
@@ -406,46 +406,37 @@ def api_key_params(key: ApiKey, secret_hash: str, d: Dialect) -> tuple[Any, ...]
 
 
 def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> list[tuple[Any, ...]]:
-    """`message_params` of each message at its own seq. The messages of one append share
-    their time, so it is encoded once, not once a message."""
-    if len(messages) == 1:  # a single append: no time to share
-        (only,) = messages
-        return [message_params(session_id, only.seq, only, d)]
+    """The parameters of `INSERT_MESSAGE` (`MESSAGE_COLUMNS`) for each message, at its own seq.
+    The messages of one append share their time, so it is encoded once, not once a message;
+    the row is built in the loop (a function call a row was a measurable share of a large
+    append's rows)."""
+    encode_json = d.encode_json
     last: tuple[datetime, Any] | None = None
     rows = []
     for message in messages:
         if last is None or last[0] is not message.created_at:
             last = (message.created_at, d.encode_ts(message.created_at))
-        rows.append(message_params(session_id, message.seq, message, d, created_at=last[1]))
+        usage = message.usage
+        tool_calls = message.tool_calls
+        rows.append(
+            (
+                message.id,
+                session_id,
+                message.seq,
+                message.role._value_,  # `.value` is an enum property: a cost per message
+                message.author,
+                message.content,
+                message.internal,
+                last[1],
+                message.tokens,
+                usage.input_tokens if usage else None,
+                usage.output_tokens if usage else None,
+                encode_json(list(tool_calls)) if tool_calls is not None else None,
+                message.tool_call_id,
+                encode_json(dict(message.metadata)),
+            )
+        )
     return rows
-
-
-def message_params(
-    session_id: str,
-    seq: int,
-    message: MessageDraft | Message,
-    d: Dialect,
-    *,
-    created_at: Any = None,
-) -> tuple[Any, ...]:
-    """The parameters of `INSERT_MESSAGE` (`created_at`: the message's time already encoded)."""
-    usage = message.usage
-    return (
-        message.id,
-        session_id,
-        seq,
-        message.role._value_,  # `.value` is an enum property: a cost per message
-        message.author,
-        message.content,
-        message.internal,
-        d.encode_ts(message.created_at) if created_at is None else created_at,
-        message.tokens,
-        usage.input_tokens if usage else None,
-        usage.output_tokens if usage else None,
-        d.encode_json(list(message.tool_calls)) if message.tool_calls is not None else None,
-        message.tool_call_id,
-        d.encode_json(dict(message.metadata)),
-    )
 
 
 def new_session_params(

@@ -316,7 +316,7 @@ class SQLStore(sql.SQLReads):
 
     @staticmethod
     def _insert_messages(tx: Executor, rows: Sequence[Sequence[Any]], *, suffix: str = "") -> int:
-        """Insert message rows (`sql.message_params`) in statements of up to
+        """Insert message rows (`sql.message_rows`) in statements of up to
         `sql.ROWS_PER_INSERT` rows each (see `sql.insert_messages_query` for why not
         `executemany`); how many rows were inserted."""
         if len(rows) == 1:  # a single append: no chunks, no flattening

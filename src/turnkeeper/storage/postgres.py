@@ -231,7 +231,7 @@ _DRAFT_COLUMNS = (
     ("tool_call_id", "text"),
     ("metadata", "jsonb"),
 )
-"""The columns of `sql.message_params` but the session id and the seq (which the statement
+"""The columns of `sql.message_rows` but the session id and the seq (which the statement
 takes from the claimed row), with their types: a parameter in a `VALUES` list has none of
 its own, and a NULL would otherwise be text."""
 
@@ -281,10 +281,9 @@ def append_in_one_statement(rows: int) -> str:
 
 
 def _draft_params(session_id: str, drafts: Sequence[MessageDraft], d: Dialect) -> list[Any]:
-    """Each draft's `_DRAFT_COLUMNS`, in order (`sql.message_params` without session and seq)."""
+    """Each draft's `_DRAFT_COLUMNS`, in order (`sql.message_rows` without session and seq)."""
     params: list[Any] = []
-    for draft in drafts:
-        row = sql.message_params(session_id, 0, draft, d)
+    for row in sql.message_rows(session_id, drafts, d):
         params.append(row[0])
         params.extend(row[3:])
     return params

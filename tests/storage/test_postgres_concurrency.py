@@ -11,7 +11,7 @@ import multiprocessing as mp
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -194,12 +194,6 @@ class _PausingStore(PostgresStore):
             if self.hold.is_set():
                 self.paused.set()
                 self.release.wait(timeout=60)
-
-    def _write_returning(self, query: str, params: Sequence[Any]) -> Any:
-        """The one-statement append (its own transaction otherwise) in such a transaction, so
-        it too stops before COMMIT, holding what the statement took."""
-        with self._transaction() as tx:
-            return tx.execute(query, params).fetchone()
 
 
 class _LockTimeoutStore(PostgresStore):

@@ -14,11 +14,8 @@ violation is `Conflict`, a value PostgreSQL cannot store (a NUL character) is `I
 The tables live in the first schema of the connection's `search_path`, so a URL such as
 `postgresql://host/db?options=-csearch_path%3Dtenant_a` selects an independent store.
 
-Every write is `SQLStore`'s but one: the common append (all drafts new, no traces) is one
-statement here (`append_in_one_statement`, one round trip rather than `SQLStore._append_new`'s
-four), which declines to the same deciding path. Otherwise this module keeps the pool, the
-transaction (`_transaction`, whose cursor takes the shared `?` placeholders), the error mapping
-and the migration lock.
+Every write is `SQLStore`'s; this module keeps the pool, the transaction (`_transaction`, whose
+cursor takes the shared `?` placeholders), the error mapping and the migration lock.
 
 Native async (`turnkeeper.bridge`): run by `run_bridged` on an event loop, the same `SQLStore`
 code gets its connections from a `psycopg_pool.AsyncConnectionPool` (one per loop, opened on
@@ -31,14 +28,12 @@ advisory locks (the sweeper's) always use the blocking pool.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import select
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,7 +45,7 @@ from turnkeeper.errors import (
     InvalidInput,
     TurnkeeperError,
 )
-from turnkeeper.storage import locks, sql
+from turnkeeper.storage import locks
 from turnkeeper.storage.migrations import (
     LATEST_VERSION,
     LEGACY_POSTGRES,
@@ -59,8 +54,7 @@ from turnkeeper.storage.migrations import (
 )
 from turnkeeper.storage.search_sql import PostgresSearch
 from turnkeeper.storage.sql import Dialect
-from turnkeeper.storage.sql_store import SQLStore, _NotAllNew
-from turnkeeper.types import Message, MessageDraft
+from turnkeeper.storage.sql_store import SQLStore
 
 try:
     import psycopg
@@ -210,83 +204,6 @@ async def _checked_async(conn: psycopg.AsyncConnection[Any]) -> None:
     """The async pool's check of a connection it hands out (see `_quiet`)."""
     if not _quiet(conn):
         await AsyncConnectionPool.check_connection(conn)
-
-
-NOT_ALL_NEW = "turnkeeper: not every message of the append is new"
-"""The text `APPEND_IN_ONE_STATEMENT` fails to read as an integer when it inserted fewer rows
-than it was given: the error, not a row count read afterwards, is what rolls the statement
-back."""
-
-_DRAFT_COLUMNS = (
-    ("id", "text"),
-    ("role", "text"),
-    ("author", "text"),
-    ("content", "text"),
-    ("internal", "boolean"),
-    ("created_at", "timestamptz"),
-    ("tokens", "integer"),
-    ("usage_input_tokens", "integer"),
-    ("usage_output_tokens", "integer"),
-    ("tool_calls", "jsonb"),
-    ("tool_call_id", "text"),
-    ("metadata", "jsonb"),
-)
-"""The columns of `sql.message_rows` but the session id and the seq (which the statement
-takes from the claimed row), with their types: a parameter in a `VALUES` list has none of
-its own, and a NULL would otherwise be text."""
-
-ONE_STATEMENT_ROWS = 100
-"""The most drafts appended in one statement; a larger append takes `SQLStore._append_new`."""
-
-
-def _claim_if_open() -> str:
-    """`sql.CLAIM_SEQS`, claiming only a session open to the append: active, not past its
-    expiry (`?`: now) and at the expected seq if one is given (`?` twice: it or NULL; `numeric`,
-    so any integer a client sends is compared, not out of range). These are `plan_append`'s
-    refusals, so a row claimed is an append that rule accepts."""
-    update, returning = sql.CLAIM_SEQS.split(" RETURNING ")
-    return (
-        f"{update} AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)"
-        f" AND (CAST(? AS numeric) IS NULL OR last_seq = ?) RETURNING {returning}"
-    )
-
-
-@lru_cache(maxsize=ONE_STATEMENT_ROWS)
-def append_in_one_statement(rows: int) -> str:
-    """An append of `rows` new drafts as one statement, so one round trip and its own
-    transaction: claim the seqs (`_claim_if_open`), insert the drafts at them with `ON
-    CONFLICT DO NOTHING`, and fail with `NOT_ALL_NEW` unless every draft was inserted.
-
-    Its row is the claimed session's (`sql.append_target_from_row`, `last_seq` the new one);
-    no row when nothing was claimed (an unknown session, a refusal), in which case nothing was
-    inserted either. Either way, and on the failure, nothing is left behind and the deciding
-    path decides the append. Parameters: `_claim_if_open`'s, then each draft's
-    `_DRAFT_COLUMNS`."""
-    casts = ", ".join(f"CAST(? AS {kind})" for _, kind in _DRAFT_COLUMNS)
-    values = ", ".join(f"({casts}, {k})" for k in range(1, rows + 1))
-    names = ", ".join(name for name, _ in _DRAFT_COLUMNS)
-    taken = {"session_id": "claimed.id", "seq": f"claimed.last_seq - {rows} + drafts.k"}
-    selected = ", ".join(
-        taken.get(column, f"drafts.{column}") for column in sql.MESSAGE_COLUMNS.split(", ")
-    )
-    return (
-        f"WITH claimed AS ({_claim_if_open()}),"
-        f" inserted AS (INSERT INTO messages ({sql.MESSAGE_COLUMNS})"
-        f" SELECT {selected} FROM claimed, (VALUES {values}) AS drafts ({names}, k)"
-        " ON CONFLICT DO NOTHING RETURNING 1)"
-        " SELECT id, status, expires_at, last_seq, CAST(CASE WHEN"
-        f" (SELECT count(*) FROM inserted) = {rows} THEN '0' ELSE '{NOT_ALL_NEW}' END AS integer)"
-        " AS all_new FROM claimed"
-    )
-
-
-def _draft_params(session_id: str, drafts: Sequence[MessageDraft], d: Dialect) -> list[Any]:
-    """Each draft's `_DRAFT_COLUMNS`, in order (`sql.message_rows` without session and seq)."""
-    params: list[Any] = []
-    for row in sql.message_rows(session_id, drafts, d):
-        params.append(row[0])
-        params.extend(row[3:])
-    return params
 
 
 def search_path(setting: str) -> list[str]:
@@ -492,54 +409,6 @@ class PostgresStore(SQLStore, PostgresSearch):
                 return await_only(await_only(aconn.execute(_pg(query), params)).fetchall())
         with self._mapped_errors(), self._pool.connection() as conn:
             return conn.execute(_pg(query), params).fetchall()
-
-    def _append_new(
-        self,
-        session_id: str,
-        drafts: Sequence[MessageDraft],
-        *,
-        expected_last_seq: int | None,
-        now: datetime,
-    ) -> list[Message]:
-        """`SQLStore._append_new` in one round trip (`append_in_one_statement`) rather than
-        four, for appends without traces of up to `ONE_STATEMENT_ROWS` drafts; the same
-        contract: the common append written, anything else `_NotAllNew` with nothing left."""
-        if len(drafts) > ONE_STATEMENT_ROWS or any(draft.trace is not None for draft in drafts):
-            return super()._append_new(
-                session_id, drafts, expected_last_seq=expected_last_seq, now=now
-            )
-        d = self.dialect
-        at = d.encode_ts(now)
-        params = [
-            *sql.claim_params(drafts, session_id, now, d),
-            at,
-            expected_last_seq,
-            expected_last_seq,
-            *_draft_params(session_id, drafts, d),
-        ]
-        row = self._write_returning(append_in_one_statement(len(drafts)), params)
-        if row is None:  # nothing claimed, so nothing inserted
-            raise _NotAllNew
-        target = sql.append_target_from_row(row, d)
-        target = dataclasses.replace(target, last_seq=target.last_seq - len(drafts))
-        # The claim checked `plan_append`'s refusals, so this plan is the one just written.
-        plan = sql.plan_append(target, drafts, {}, expected_last_seq=expected_last_seq, now=now)
-        return plan.result
-
-    def _write_returning(self, query: str, params: Sequence[Any]) -> DictRow | None:
-        """The first row of one statement run as its own transaction (the pooled connections
-        autocommit); `_NotAllNew` when it failed with `NOT_ALL_NEW`, having changed nothing."""
-        with self._mapped_errors():
-            try:
-                if in_bridge():
-                    with entered(self._bridged_pool().connection()) as aconn:
-                        return await_only(await_only(aconn.execute(_pg(query), params)).fetchone())
-                with self._pool.connection() as conn:
-                    return conn.execute(_pg(query), params).fetchone()
-            except psycopg.errors.InvalidTextRepresentation as exc:
-                if NOT_ALL_NEW in (exc.diag.message_primary or ""):
-                    raise _NotAllNew from exc
-                raise
 
     def _migrate(self, target_version: int) -> None:
         if self.schema_version() >= target_version:

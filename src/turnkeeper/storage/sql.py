@@ -405,14 +405,11 @@ def api_key_params(key: ApiKey, secret_hash: str, d: Dialect) -> tuple[Any, ...]
 # -- domain values → parameters ---------------------------------------------------------------
 
 
-def message_rows(
-    session_id: str, messages: Sequence[Message | MessageDraft], d: Dialect
-) -> list[tuple[Any, ...]]:
-    """The parameters of `INSERT_MESSAGE` (`MESSAGE_COLUMNS`) for each message, at its own seq
-    (0 for a draft, which has none yet: PostgreSQL's one-statement append takes the seqs from
-    the row it claims). The messages of one append share their time, so it is encoded once,
-    not once a message; the row is built in the loop (a function call a row was a measurable
-    share of a large append's rows)."""
+def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> list[tuple[Any, ...]]:
+    """The parameters of `INSERT_MESSAGE` (`MESSAGE_COLUMNS`) for each message, at its own seq.
+    The messages of one append share their time, so it is encoded once, not once a message;
+    the row is built in the loop (a function call a row was a measurable share of a large
+    append's rows)."""
     encode_json = d.encode_json
     last: tuple[datetime, Any] | None = None
     rows = []
@@ -425,7 +422,7 @@ def message_rows(
             (
                 message.id,
                 session_id,
-                getattr(message, "seq", 0),
+                message.seq,
                 message.role._value_,  # `.value` is an enum property: a cost per message
                 message.author,
                 message.content,

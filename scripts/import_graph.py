@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "errors",
             "jsonenc",
+            "recent",
             "types",
             "records",
             "tokens",

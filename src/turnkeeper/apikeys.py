@@ -22,11 +22,11 @@ import secrets
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from turnkeeper.errors import Unauthenticated
+from turnkeeper.recent import RecentlyUsed
 from turnkeeper.storage.base import ApiKeyStore, Store, require
 from turnkeeper.types import ApiKey
 from turnkeeper.validation import check_name, check_text
@@ -73,32 +73,23 @@ class VerifiedKeys:
     may be used without reading the store again. Thread-safe and bounded."""
 
     def __init__(self, size: int = VERIFIED_KEYS) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[ApiKey, str, float]] = OrderedDict()
+        self._entries: RecentlyUsed[str, tuple[ApiKey, str, float]] = RecentlyUsed(size)
 
     def get(self, key_id: str) -> tuple[ApiKey, str] | None:
-        with self._lock:
-            found = self._entries.get(key_id)
-            if found is None:
-                return None
-            if found[2] <= time.monotonic():
-                del self._entries[key_id]
-                return None
-            self._entries.move_to_end(key_id)
-            return found[0], found[1]
+        found = self._entries.get(key_id)
+        if found is None:
+            return None
+        if found[2] <= time.monotonic():
+            self._entries.forget(key_id)
+            return None
+        return found[0], found[1]
 
     def put(self, key: ApiKey, stored_hash: str, lifetime: timedelta) -> None:
-        with self._lock:
-            until = time.monotonic() + lifetime.total_seconds()
-            self._entries[key.id] = (key, stored_hash, until)
-            self._entries.move_to_end(key.id)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        until = time.monotonic() + lifetime.total_seconds()
+        self._entries.put(key.id, (key, stored_hash, until))
 
     def forget(self, key_id: str) -> None:
-        with self._lock:
-            self._entries.pop(key_id, None)
+        self._entries.forget(key_id)
 
 
 _VERIFIED: weakref.WeakKeyDictionary[object, VerifiedKeys] = weakref.WeakKeyDictionary()

@@ -22,13 +22,12 @@ so a window and its report are the same either way.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from turnkeeper.context.history import StoreHistory
+from turnkeeper.recent import RecentlyUsed
 from turnkeeper.storage.base import Store
 from turnkeeper.types import ContextMessage, Message, Session
 
@@ -191,9 +190,7 @@ class Tails:
     """The remembered tail of the `size` most recently used sessions. Thread-safe."""
 
     def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[str, Tail] = OrderedDict()
+        self._entries: RecentlyUsed[str, Tail] = RecentlyUsed(size)
 
     def reader(
         self,
@@ -205,8 +202,7 @@ class Tails:
         encoding: str,
     ) -> TailReader:
         """A history of `session` that reads what it can from the remembered tail."""
-        with self._lock:
-            tail = self._entries.get(session.id)
+        tail = self._entries.get(session.id)
         view = None if tail is None else tail.view(session, include_internal)
         if tail is None or view is None:
             return TailReader(
@@ -232,25 +228,13 @@ class Tails:
         """Keep what `reader` read as its session's tail (or forget the old one)."""
         tail = reader.tail()
         session_id = reader.session.id
-        with self._lock:
-            if tail is None:
-                self._entries.pop(session_id, None)
-                return
-            self._entries[session_id] = tail
-            self._entries.move_to_end(session_id)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        if tail is None:
+            self._entries.forget(session_id)
+        else:
+            self._entries.put(session_id, tail)
 
     def appended(self, session_id: str, stored: Sequence[Message]) -> None:
         """Add the messages an append stored to the session's tail, if they continue it."""
         if session_id not in self._entries:  # no tail remembered (the lock taken for nothing
             return  # was a measurable part of an append; a tail remembered meanwhile is as new)
-        with self._lock:
-            tail = self._entries.get(session_id)
-            if tail is None:
-                return
-            extended = tail.after_append(stored)
-            if extended is None:
-                del self._entries[session_id]
-            else:
-                self._entries[session_id] = extended
+        self._entries.change(session_id, lambda tail: tail.after_append(stored))

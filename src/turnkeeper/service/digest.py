@@ -13,8 +13,6 @@ read again), so another process's writes never make it wrong.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,6 +21,7 @@ from turnkeeper.context import conversation
 from turnkeeper.context.conversation import RECENT_MESSAGES, ConversationContext
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.logs import get_logger
+from turnkeeper.recent import RecentlyUsed
 from turnkeeper.service.core import Core, SessionRef
 from turnkeeper.storage.base import SummaryStore, require
 from turnkeeper.types import Message, Session, SummaryCheckpoint
@@ -52,26 +51,16 @@ class ReferenceMemo:
     """Referenced ids per session, for the most recently used sessions (thread-safe)."""
 
     def __init__(self, size: int = MEMO_SESSIONS) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[str, References] = OrderedDict()
+        self._entries: RecentlyUsed[str, References] = RecentlyUsed(size)
 
     def get(self, session_id: str) -> References | None:
-        with self._lock:
-            found = self._entries.get(session_id)
-            if found is not None:
-                self._entries.move_to_end(session_id)
-            return found
+        return self._entries.get(session_id)
 
     def put(self, session_id: str, references: References | None) -> None:
-        with self._lock:
-            if references is None:
-                self._entries.pop(session_id, None)
-                return
-            self._entries[session_id] = references
-            self._entries.move_to_end(session_id)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        if references is None:
+            self._entries.forget(session_id)
+        else:
+            self._entries.put(session_id, references)
 
 
 class _Tail:

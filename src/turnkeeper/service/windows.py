@@ -8,8 +8,6 @@ A mixin of the `Turnkeeper` facade (`tk.context` is flat). Reads go through a la
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 
 from turnkeeper import metrics
@@ -17,6 +15,7 @@ from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.tails import Tails
 from turnkeeper.errors import InvalidInput
+from turnkeeper.recent import RecentlyUsed
 from turnkeeper.service.core import SessionRef, agent_name, refuse_expired
 from turnkeeper.service.messages import Messages
 from turnkeeper.storage.base import check_retry
@@ -51,26 +50,16 @@ class WindowMemo:
     to the `size` most recently used sessions."""
 
     def __init__(self, size: int = REMEMBERED_WINDOWS) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[Hashable, ContextWindow]] = OrderedDict()
+        self._entries: RecentlyUsed[str, tuple[Hashable, ContextWindow]] = RecentlyUsed(size)
         self.tails = Tails(size)
         """The tail each session's last build read, for the next build (`context.tails`)."""
 
     def get(self, session_id: str, key: Hashable) -> ContextWindow | None:
-        with self._lock:
-            found = self._entries.get(session_id)
-            if found is None or found[0] != key:
-                return None
-            self._entries.move_to_end(session_id)
-            return found[1]
+        found = self._entries.get(session_id)
+        return None if found is None or found[0] != key else found[1]
 
     def put(self, session_id: str, key: Hashable, window: ContextWindow) -> None:
-        with self._lock:
-            self._entries[session_id] = (key, window)
-            self._entries.move_to_end(session_id)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        self._entries.put(session_id, (key, window))
 
 
 class Windows(Messages):

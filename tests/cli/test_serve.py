@@ -268,5 +268,6 @@ def _ready(url: str) -> None:
             if httpx.get(f"{url}/readyz").status_code == 200:
                 return
         except httpx.TransportError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     raise AssertionError(f"{url} did not come up")

@@ -51,6 +51,26 @@ def _optimistic_writer(
     out.put(results)
 
 
+NEW_FILES = 150
+OPENERS = 4
+
+
+def _opener(
+    directory: str, opener: int, barrier: mp.synchronize.Barrier, out: mp.Queue[Any]
+) -> None:
+    """For each new file: wait until every opener is ready, then open it and append. Reports
+    the errors (one line each) instead of raising, so the parent can show them."""
+    errors = []
+    for n in range(NEW_FILES):
+        barrier.wait()
+        try:
+            with open_turnkeeper(f"sqlite:///{directory}/new-{n}.db") as tk:
+                tk.append(tk.create_session(key=f"opener-{opener}").id, "user", "hi")
+        except Exception as exc:  # every failure is the finding
+            errors.append(f"file {n}: {type(exc).__name__}: {exc}")
+    out.put(errors)
+
+
 def _run(target: object, args_for: list[tuple[object, ...]]) -> None:
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=target, args=args) for args in args_for]  # type: ignore[attr-defined]
@@ -106,3 +126,22 @@ def test_expected_last_seq_lets_exactly_one_of_racing_writers_win_each_slot(
         messages = tk.history(session.id)
     assert [m.seq for m in messages] == list(range(1, ROUNDS + 1))
     assert [int(m.content.split(":")[1]) for m in messages] == list(range(ROUNDS))
+
+
+@pytest.mark.slow
+def test_processes_opening_one_new_file_together_all_open_it(tmp_path: Path) -> None:
+    """The workers of `serve --workers N` open one new file at the same instant. Switching a
+    new file to WAL answers SQLITE_BUSY at once, without SQLite's busy handler; that must be
+    waited out, not reported as "database is locked" (one worker in ~30 starts used to die of
+    it, and took the service down with it)."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(OPENERS)
+    out: mp.Queue[Any] = ctx.Queue()
+    _run(_opener, [(str(tmp_path), w, barrier, out) for w in range(OPENERS)])
+    errors = [error for _ in range(OPENERS) for error in out.get(timeout=60)]
+    assert errors == []
+    for n in (0, NEW_FILES - 1):
+        with open_turnkeeper(f"sqlite:///{tmp_path}/new-{n}.db") as tk:
+            assert sorted(s.key for s in tk.list_sessions().items) == [
+                f"opener-{w}" for w in range(OPENERS)
+            ]

@@ -183,17 +183,38 @@ class SQLiteStore(SQLStore, SQLiteSearch):
             return ready
         conn = self._connection()
         if not getattr(self._local, "set_up", False):
-            try:
-                conn.executescript(
-                    "PRAGMA journal_mode = WAL;"
-                    f" PRAGMA synchronous = {self._synchronous};"
-                    " PRAGMA foreign_keys = ON;"
-                )
-            except sqlite3.Error as exc:
-                raise BackendUnavailable(f"cannot open SQLite database {self.path}: {exc}") from exc
+            self._set_up(conn)
             self._local.set_up = True
         self._local.ready = conn
         return conn
+
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        """Run the set-up pragmas, waiting out other connections setting up the same new file.
+
+        `PRAGMA journal_mode = WAL` needs the file to itself while a new file changes mode, and
+        SQLite answers SQLITE_BUSY at once there, without calling its busy handler: two
+        processes opening one new file together (the workers of `serve --workers 2`, a CLI
+        call beside the service) would see "database is locked" for one of them. So the wait
+        the busy handler would have done happens here, bounded by the same busy timeout."""
+        script = (
+            "PRAGMA journal_mode = WAL;"
+            f" PRAGMA synchronous = {self._synchronous};"
+            " PRAGMA foreign_keys = ON;"
+        )
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        pause = 0.001
+        while True:
+            try:
+                conn.executescript(script)  # each pragma is idempotent: a retry runs them all
+                return
+            except sqlite3.Error as exc:
+                busy = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
+                if not busy or time.monotonic() + pause > deadline:
+                    raise BackendUnavailable(
+                        f"cannot open SQLite database {self.path}: {exc}"
+                    ) from exc
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     @cached_property
     def _writers(self) -> WriteQueue:

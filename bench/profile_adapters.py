@@ -10,7 +10,12 @@ Statements are counted with sqlite3's trace callback on every connection either 
 a second pass over fresh databases with no tracing, is `cProfile` timed by the thread's CPU
 clock, so time the thread spends waiting (for the disk, or for a core on a loaded machine) is
 not charged to whatever function happened to be running; it covers the work each `Session`
-call hands to a worker thread (the hop itself costs both sides alike). Written to
+call hands to a worker thread (the hop itself costs both sides alike).
+
+Last, "the rows alone": what each side's one large add costs in SQLite with no Python of either
+side's around it: the 10,000 rows each side stored, read back, inserted again with raw sqlite3
+`executemany` into a fresh file of its own schema (same pragmas: WAL, synchronous=FULL), in
+one transaction; and turnkeeper's exact token counts of those messages alone. Written to
 bench/results/adapters-profile.md.
 """
 
@@ -22,6 +27,7 @@ import cProfile
 import io
 import pstats
 import sqlite3
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -146,6 +152,80 @@ def cases(tmp: str) -> Iterator[list[Case]]:
                 session.close()
 
 
+ROW_TRIALS = 5
+
+
+def rows_alone(tmp: str) -> str:
+    """The section on the rows alone (see the module): median milliseconds of `ROW_TRIALS`."""
+    everything = [item for n in range(5_000) for item in turn(n)]
+    with turnkeeper.open(f"sqlite:///{tmp}/rows.db", sqlite_synchronous="FULL") as tk:
+        TurnkeeperSession("source", tk)._add_items(everything)
+        with sqlite3.connect(f"{tmp}/rows.db") as source:
+            our_rows = source.execute("SELECT * FROM messages").fetchall()
+        contents = [row[5] for row in our_rows]
+        counted = _median_ms(lambda: [tk.counter.count_text(text) for text in contents])
+    sdk_source = SQLiteSession("source", Path(tmp) / "sdk-rows.db")
+    asyncio.run(sdk_source.add_items(everything))
+    sdk_source.close()
+    with sqlite3.connect(f"{tmp}/sdk-rows.db") as source:
+        sdk_rows = source.execute("SELECT session_id, message_data FROM agent_messages").fetchall()
+
+    def ours() -> float:
+        path = f"{tmp}/ours-{time.monotonic_ns()}.db"
+        with turnkeeper.open(f"sqlite:///{path}") as tk:
+            session_id = tk.create_session().id
+        rows = [(session_id, *row[1:]) for row in our_rows]
+        marks = ", ".join("?" * len(rows[0]))
+        return _raw_insert(path, f"INSERT INTO messages VALUES ({marks})", rows)
+
+    def sdk() -> float:
+        path = Path(tmp) / f"sdk-{time.monotonic_ns()}.db"
+        SQLiteSession("target", path).close()  # its schema
+        with sqlite3.connect(path) as conn:  # the session the rows belong to
+            conn.execute("INSERT INTO agent_sessions (session_id) VALUES (?)", sdk_rows[0][:1])
+        sql = "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)"
+        return _raw_insert(str(path), sql, sdk_rows)
+
+    ours_ms = statistics.median(ours() for _ in range(ROW_TRIALS))
+    sdk_ms = statistics.median(sdk() for _ in range(ROW_TRIALS))
+    columns, average = len(our_rows[0]), sum(len(str(row)) for row in our_rows) / len(our_rows)
+    sdk_average = sum(len(str(row)) for row in sdk_rows) / len(sdk_rows)
+    return (
+        "## The rows alone (10,000 items, one transaction, raw sqlite3)\n\n"
+        "| | rows inserted | columns | about a row | ms |\n|---|---:|---:|---:|---:|\n"
+        f"| turnkeeper's rows, its schema | {len(our_rows):,} | {columns} | {average:.0f} B"
+        f" | {ours_ms:.1f} |\n"
+        f"| the SDK's rows, its schema | {len(sdk_rows):,} | 2 | {sdk_average:.0f} B"
+        f" | {sdk_ms:.1f} |\n"
+        f"| turnkeeper's exact token counts of its messages, alone | | | | {counted:.1f} |\n"
+    )
+
+
+def _raw_insert(path: str, sql: str, rows: list[Any]) -> float:
+    """Milliseconds to insert `rows` with `sql` in one transaction on a WAL file at FULL."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+        return (time.perf_counter() - start) * 1000
+    finally:
+        conn.close()
+
+
+def _median_ms(work: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(ROW_TRIALS):
+        start = time.perf_counter()
+        work()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def run() -> str:
     counted: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp, traced_connections(), cases(tmp) as traced:
@@ -169,8 +249,16 @@ def run() -> str:
         " the disk (each commit's fsync, the same count on both sides) is not in these"
         " profiles. A shared, loaded machine inflates every number; compare rows, not runs."
         " Statements whose name starts with `--` run inside another: the full-text index's"
-        " trigger and FTS5's own writes to its segments.\n\n" + "\n".join(sections)
+        " trigger and FTS5's own writes to its segments.\n\n"
+        + "\n".join(sections)
+        + "\n"
+        + rows_alone_section()
     )
+
+
+def rows_alone_section() -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        return rows_alone(tmp)
 
 
 def main() -> None:

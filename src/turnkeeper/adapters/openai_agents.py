@@ -19,6 +19,7 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
+import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -107,6 +108,11 @@ class TurnkeeperSession:
         appended since: `get_items` right after `add_items` — every turn of an agent loop — is
         answered from it when `Tail`'s rule proves nothing else was written meanwhile (the
         same rule, and the same record, as the context builder's remembered tails)."""
+        self._items_blob: tuple[tuple[Message, ...], bytes] | None = None
+        """The items of the remembered history (its newest-first messages, by identity) as one
+        `marshal` blob: `get_items()` of a whole remembered history hands out fresh items from
+        one C call instead of decoding each message's item JSON again, and after an append only
+        the new messages' items are decoded (`_all_items`)."""
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -154,9 +160,37 @@ class TurnkeeperSession:
         if self.strategy is not None:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
-        newest = self._newest(session, None if limit is None or limit < 0 else limit)
-        items = _items(reversed(newest))
-        return items if limit is None or limit < 0 else items[-limit:]
+        if limit is None or limit < 0:
+            return self._all_items(self._newest(session, None))
+        return _items(reversed(self._newest(session, limit)))[-limit:]
+
+    def _all_items(self, newest: Sequence[Message]) -> list[TResponseInputItem]:
+        """The items of the whole history `newest` (newest first), oldest first: from the blob
+        when it holds these very messages, or holds all but the newest few (then only those are
+        decoded); the blob is then made again for the history remembered now. Fresh objects
+        every call, as the SDK's own session gives: a caller may change what it gets."""
+        remembered = self._history
+        if remembered is None or remembered[1].newest is not newest:  # not remembered
+            self._items_blob = None
+            return _items(reversed(newest))
+        blob = self._items_blob
+        if blob is not None and blob[0] is newest:
+            items: list[TResponseInputItem] = marshal.loads(blob[1])
+            return items
+        added = len(newest) - len(blob[0]) if blob is not None else -1
+        if (
+            blob is not None
+            and added >= 0
+            and all(new is old for new, old in zip(newest[added:], blob[0], strict=True))
+        ):
+            items = marshal.loads(blob[1])
+            items.extend(_items(reversed(newest[:added])))
+        else:
+            items = _items(reversed(newest))
+        # Made from the items before they are handed out: what the caller does to them does not
+        # reach the blob. Items are JSON values, which `marshal` copies exactly.
+        self._items_blob = (newest, marshal.dumps(items))
+        return items
 
     def _newest(self, session: Session, limit: int | None) -> Sequence[Message]:
         """The session's newest `limit` messages (all with None), newest first: from the
@@ -168,9 +202,14 @@ class TurnkeeperSession:
         if limit is not None:
             return self.tk.history(session, newest_first=True, limit=limit)
         current = self.tk.get_session(session.id)  # the version the read is remembered at
-        newest = self.tk.history(current, newest_first=True)
-        self._history = _remembered(current, newest)
-        return newest
+        return self._remember(current, self.tk.history(current, newest_first=True))
+
+    def _remember(self, session: Session, newest: Sequence[Message]) -> Sequence[Message]:
+        """Remember `newest` (the history read, newest first) at `session`'s version, if
+        `_remembered` allows; returns the history, as remembered when it is (`_all_items`
+        knows a remembered history by identity)."""
+        self._history = _remembered(session, newest)
+        return newest if self._history is None else self._history[1].newest
 
     def _recalled(self, session_id: str) -> tuple[Message, ...] | None:
         """The remembered history of the session (newest first) as it stands now — one read of
@@ -184,7 +223,7 @@ class TurnkeeperSession:
         if view is None:
             self._history = None
         elif view is not remembered[1].newest:  # else unchanged: remembered as it stands
-            self._history = _remembered(current, view)
+            return tuple(self._remember(current, view))
         return view
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
@@ -267,7 +306,17 @@ def _remembered(session: Session, newest: Sequence[Message]) -> tuple[str, Tail]
 
 
 def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
-    return [item for message in messages for item in message_to_items(message)]
+    """The SDK items of `messages`, in their order (`message_to_items` of each; a message that
+    carries its item, which is most, is decoded here without that call)."""
+    loads = jsonenc.loads
+    items: list[TResponseInputItem] = []
+    for message in messages:
+        stored = message.metadata.get(ITEM_KEY)
+        if type(stored) is str:
+            items.append(loads(stored))
+        else:
+            items.extend(message_to_items(message))
+    return items
 
 
 def item_to_message(item: TResponseInputItem) -> NewMessage:

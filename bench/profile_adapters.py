@@ -155,14 +155,19 @@ def cases(tmp: str) -> Iterator[list[Case]]:
 ROW_TRIALS = 5
 
 
-def rows_alone(tmp: str) -> str:
+def rows_alone() -> str:
     """The section on the rows alone (see the module): median milliseconds of `ROW_TRIALS`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return _rows_alone(tmp)
+
+
+def _rows_alone(tmp: str) -> str:
     everything = [item for n in range(5_000) for item in turn(n)]
     with turnkeeper.open(f"sqlite:///{tmp}/rows.db", sqlite_synchronous="FULL") as tk:
         TurnkeeperSession("source", tk)._add_items(everything)
         with sqlite3.connect(f"{tmp}/rows.db") as source:
             our_rows = source.execute("SELECT * FROM messages").fetchall()
-        contents = [row[5] for row in our_rows]
+            contents = [text for (text,) in source.execute("SELECT content FROM messages")]
         counted = _median_ms(lambda: [tk.counter.count_text(text) for text in contents])
     sdk_source = SQLiteSession("source", Path(tmp) / "sdk-rows.db")
     asyncio.run(sdk_source.add_items(everything))
@@ -252,13 +257,8 @@ def run() -> str:
         " trigger and FTS5's own writes to its segments.\n\n"
         + "\n".join(sections)
         + "\n"
-        + rows_alone_section()
+        + rows_alone()
     )
-
-
-def rows_alone_section() -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        return rows_alone(tmp)
 
 
 def main() -> None:

@@ -208,7 +208,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
                 conn.executescript(script)  # each pragma is idempotent: a retry runs them all
                 return
             except sqlite3.Error as exc:
-                busy = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
+                busy = (exc.sqlite_errorcode & 0xFF) == sqlite3.SQLITE_BUSY  # any SQLITE_BUSY_*
                 if not busy or time.monotonic() + pause > deadline:
                     raise BackendUnavailable(
                         f"cannot open SQLite database {self.path}: {exc}"

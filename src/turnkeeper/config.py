@@ -20,12 +20,13 @@ import tomllib
 from collections.abc import Hashable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import platformdirs
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
@@ -46,6 +47,9 @@ _STRATEGY_ALIASES = {"summarization": "summarize", "sliding": "sliding_window"}
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([dhms]|ms)\s*)+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|[dhms])")
 _UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_HOST_NAME = re.compile(r"^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\])$")
+"""A host name or IP address as a Host header carries it (no port): DNS labels, an IPv4
+address, or an IPv6 address in brackets."""
 
 
 def parse_duration(value: Any) -> Any:
@@ -250,6 +254,31 @@ class Settings(BaseSettings):
         gt=0,
         description="Largest HTTP request body accepted (413 beyond it).",
     )
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="Host names the service answers to besides the loopback ones (localhost, "
+        "*.localhost, 127.0.0.1, [::1]), comma-separated in the environment. Without API keys "
+        "(`--no-auth`) a request naming any other host in its Host header is refused (421), so "
+        "a web page cannot reach the service through DNS rebinding; with keys, the check "
+        "applies only when this is set.",
+    )
+    http_header_timeout: timedelta = Field(
+        default=timedelta(seconds=10),
+        description="How long a client may take to send a request's line and headers, from "
+        "the moment it connects (or starts its next request on a kept-alive connection); past "
+        "it the connection is closed.",
+    )
+    http_body_timeout: timedelta = Field(
+        default=timedelta(seconds=60),
+        description="How long a client may take to send a request's body, from the end of its "
+        "headers; past it the connection is closed.",
+    )
+    http_keep_alive_timeout: timedelta = Field(
+        default=timedelta(seconds=75),
+        description="How long an idle connection is kept open for the client's next request "
+        "(longer than the usual client pool's idle time, so a client reusing a connection does "
+        "not race the server closing it).",
+    )
     server_threads: int = Field(
         default=40,
         gt=0,
@@ -328,11 +357,43 @@ class Settings(BaseSettings):
         "cache_ttl",
         "postgres_acquire_timeout",
         "postgres_connect_timeout",
+        "http_header_timeout",
+        "http_body_timeout",
+        "http_keep_alive_timeout",
         mode="before",
     )
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value)
+
+    @field_validator("http_header_timeout", "http_body_timeout", "http_keep_alive_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be longer than 0 seconds")
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: Any) -> Any:
+        """A comma-separated string (the environment's form) or a list of names."""
+        if isinstance(value, str):
+            return tuple(part for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names = []
+        for raw in value:
+            name = raw.strip().lower().rstrip(".")
+            if not _HOST_NAME.match(name):
+                raise ValueError(
+                    f"{raw!r} is not a host name (give names like memory.internal or "
+                    "[fd00::1], without a scheme, port or path)"
+                )
+            names.append(name)
+        return tuple(names)
 
     @field_validator("api_key_cache", mode="before")
     @classmethod
@@ -425,10 +486,9 @@ def _sources_key(clean: dict[str, Any]) -> Hashable | None:
         file: tuple[Any, ...] = (path, stat.st_size, stat.st_mtime_ns)
     except OSError:
         file = (path,)
-    key = (environment, frozenset(clean.items()), file)
     try:
-        hash(key)
-    except TypeError:
+        key = (environment, frozenset(clean.items()), file)  # hashes every override
+    except TypeError:  # a list, say
         return None
     return key
 

@@ -91,7 +91,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool 
     problems.install(app)
     mcp.install(app)  # MCP over streamable HTTP at /mcp, when the `mcp` extra is installed
     ui.install(app)  # the web UI at `/`, after problems so its login redirect takes precedence
-    gate.install(app, max_request_bytes=settings.max_request_bytes)
+    gate.install(app, settings)
     app.add_middleware(RequestObserver)
     _document_problems(app)
     return app

@@ -5,7 +5,8 @@ bearer token before the SDK reads a byte of the body, and leaves the `Caller` in
 state, where each tool call finds it (the SDK hands tools the HTTP request their message came
 in). A project key's tools see its project only. A refused request gets its status (401
 with `WWW-Authenticate`) and a JSON-RPC error body carrying the same message as a REST problem,
-so an MCP client shows it. The body limit (`gate.BodyLimit`) applies here as everywhere.
+so an MCP client shows it. The body limit (`gate.BodyLimit`) and the Host and Origin rules
+(`gate.SiteGate`) apply here as everywhere.
 
 Stateless: each POST is served on its own, with no MCP session kept in the process, so any
 replica behind a load balancer can answer any request. Without the `mcp` extra there is no
@@ -50,8 +51,6 @@ CALLER_STATE = "mcp_caller"
 
 REFUSED = -32001
 """The JSON-RPC error code of a refused request (the implementation-defined server range)."""
-
-LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 
 
 def caller_of(ctx: Context) -> Caller:
@@ -126,21 +125,13 @@ class McpEndpoint:
         from turnkeeper.mcp import build_server
 
         server = build_server(tk, caller_of)
-        # Without keys (loopback only) the Host and Origin headers are all that keep a web
-        # page from reaching the memory through DNS rebinding: accept loopback names only.
-        security = (
-            None
-            if settings.auth
-            else TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=LOOPBACK_HOSTS,
-                allowed_origins=[f"http://{host}" for host in LOOPBACK_HOSTS],
-            )
-        )
         server.streamable_http_app(
             stateless_http=True,
             json_response=True,
-            transport_security=security,
+            # The Host and Origin rules are the service's, checked in front of every route
+            # (`gate.SiteGate`): the SDK's own check (on by default for a loopback host) off,
+            # so there is one definition of the hosts served.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=settings.max_request_bytes,
             host=settings.host,
         )

@@ -1,9 +1,11 @@
 """Who is using the UI: the API key a person typed into the login form, kept in a cookie.
 
 A browser cannot send an `Authorization` header on a plain navigation, so the key travels in an
-HttpOnly (no script can read it), SameSite=Strict (no other site can make the browser send it,
-which is what protects the forms against cross-site requests) cookie. It is checked by the same
-`authenticate` the REST routes use, so the UI acts with exactly that key's project scope.
+HttpOnly (no script can read it), SameSite=Strict (a page of another site cannot make the browser
+send it) cookie. A form sent by any page but this service's own, even one on a sibling subdomain
+(the same site, so the cookie would go along), is refused before this is asked
+(`gate.SiteGate`). The key is checked by the same `authenticate` the REST routes use, so the UI
+acts with exactly that key's project scope.
 """
 
 from __future__ import annotations

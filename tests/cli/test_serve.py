@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -219,12 +220,9 @@ def test_a_restarted_worker_serves_its_copy_of_the_app_built_before_the_fork(
 ) -> None:
     """The supervisor builds the workers' apps before forking; a worker that dies is forked
     again from the supervisor's untouched copy, and serves (worker 0 sweeps again)."""
-    from turnkeeper.server.run import CRASH_LOOP_SECONDS
-
     env = env | {"TURNKEEPER_CLEANUP_INTERVAL": "0.2s"}
     with served(env, tmp_path, "--workers", "2") as (url, lines):
         _ready(url)
-        time.sleep(CRASH_LOOP_SECONDS + 0.5)  # long enough alive to be restarted, not given up
         processes = _serving(tmp_path / "served.db")
         pids = {p.pid for p in processes}
         (supervisor,) = [p for p in processes if p.ppid() not in pids]
@@ -246,6 +244,77 @@ def test_a_restarted_worker_serves_its_copy_of_the_app_built_before_the_fork(
     assert len(created) == 20 and {r["pid"] for r in created} <= restarted
     assert {r["pid"] for r in records if r["event"] == "expiry_sweep"} & restarted
     assert not any("Traceback" in line for line in lines)
+
+
+def test_a_worker_killed_again_and_again_is_replaced_while_the_service_answers(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """kill -9 of one worker, then of each replacement as soon as it appears (before it can
+    even serve): the other worker answers throughout, each killed worker is replaced, and
+    each death is logged with the dead worker's pid."""
+    with served(env, tmp_path, "--workers", "2") as (url, lines):
+        _ready(url)
+        processes = _serving(tmp_path / "served.db")
+        pids = {p.pid for p in processes}
+        (supervisor,) = [p for p in processes if p.ppid() not in pids]
+        healthy, victim = [p for p in processes if p is not supervisor]
+        killed = []
+        for _ in range(4):
+            victim.kill()
+            victim.wait(timeout=10)
+            killed.append(victim.pid)
+            answer = httpx.post(f"{url}/v1/sessions", json={})  # the healthy worker answers
+            assert answer.status_code == 201
+            victim = _new_child(supervisor, known={healthy.pid, *killed})
+        assert supervisor.is_running()
+        # the healthy one goes too: what answers now can only be a replacement
+        healthy.kill()
+        healthy.wait(timeout=10)
+        _ready(url)
+        answers = [httpx.post(f"{url}/v1/sessions", json={}) for _ in range(5)]
+        assert {answer.status_code for answer in answers} == {201}
+        replacements = {c.pid for c in supervisor.children()}
+        assert victim.pid in replacements and len(replacements) == 2
+    records = [json.loads(line) for line in lines[2:] if line.startswith("{")]
+    stopped = [r for r in records if r["event"] == "worker_stopped"]
+    assert [r["worker_pid"] for r in stopped] == [*killed, healthy.pid]
+    assert {r["pid"] for r in stopped} == {supervisor.pid}  # the line's writer
+    assert {r["signal"] for r in stopped} == {"SIGKILL"}
+    assert not [r for r in records if r["event"] == "workers_cannot_start"]
+    created = [r for r in records if r["event"] == "http_request" and r["method"] == "POST"]
+    assert {r["pid"] for r in created[-5:]} <= replacements  # none of them was killed
+
+
+def test_workers_that_cannot_start_stop_the_service_with_an_error(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Every worker dies before it serves (its database's directory is missing): after a few
+    tries each, the supervisor gives up, and `serve` exits 1 instead of forking forever."""
+    from turnkeeper.server.run import FAILED_STARTS
+
+    result = subprocess.run(
+        [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", "0",
+         "--workers", "2", "--db", f"sqlite:///{tmp_path / 'missing' / 'x.db'}"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1
+    records = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    stopped = [r for r in records if r["event"] == "worker_stopped"]
+    assert stopped and not any(r["served"] for r in stopped)
+    assert max(Counter(r["worker"] for r in stopped).values()) == FAILED_STARTS
+    assert [r["event"] for r in records].count("workers_cannot_start") == 1
+    assert "SystemExit" not in result.stderr
+
+
+def _new_child(supervisor: Any, known: set[int]) -> Any:
+    """The supervisor's next child not in `known` (the replacement of a killed worker)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        fresh = [c for c in supervisor.children() if c.pid not in known]
+        if fresh:
+            return fresh[0]
+        time.sleep(0.01)
+    raise AssertionError("the killed worker was not replaced")
 
 
 def _serving(database: Path) -> list[Any]:

@@ -7,8 +7,11 @@ The socket is bound before anything is announced, so a port already in use is on
 With `workers` > 1 the process forks that many workers after binding: they all accept on the one
 inherited socket (the kernel spreads the connections), and each builds its own app, store
 connections and cache after the fork, so nothing opened is shared between processes. The parent
-only supervises: it restarts a worker that dies, passes SIGINT/SIGTERM on to the workers and
-returns when they have all stopped. What must run once per deployment (the expiry sweeper) runs
+only supervises: it replaces a worker that dies (at once if it had served a while, else after a
+delay that doubles while it keeps dying young), passes SIGINT/SIGTERM on to the workers and
+returns when they have all stopped. It gives up, and the service stops with an error, only when
+workers cannot start at all: one died before it ever served, `FAILED_STARTS` times in a row,
+while no other worker was serving. What must run once per deployment (the expiry sweeper) runs
 in worker 0 only; a restarted worker 0 takes it over.
 """
 
@@ -18,7 +21,9 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import gc
+import math
 import os
 import signal
 import socket
@@ -26,6 +31,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -35,6 +41,7 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.logs import get_logger
 from turnkeeper.server.app import check_bind, create_app
+from turnkeeper.server.connections import timed_protocol
 from turnkeeper.server.memory import limit_arenas
 from turnkeeper.tokens import counter_for
 
@@ -76,10 +83,20 @@ def url_of(sock: socket.socket) -> str:
 AppFactory = Callable[[int], Any]
 """Builds the ASGI app a worker serves, given the worker's index (0 … workers - 1)."""
 
-CRASH_LOOP_SECONDS = 5.0
-"""A worker that dies sooner than this after starting is not restarted: something is wrong with
-every worker (the database is unreachable, the app fails to build), and the whole service stops
-with an error instead of forking in a loop."""
+FIRST_RESTART_DELAY = 0.5
+"""Seconds before a worker that died young is started again; doubled for each such death of
+that worker in a row, up to `LONGEST_RESTART_DELAY`."""
+
+LONGEST_RESTART_DELAY = 30.0
+
+HEALTHY_SECONDS = 10.0
+"""A worker that served this long before it died is replaced at once, and its delays start
+over: one crash (or one kill) is not a crash loop."""
+
+FAILED_STARTS = 3
+"""A worker that died before it was ready this many times in a row, while no other worker is
+serving, means workers cannot start at all (the database is unreachable, the app fails to
+build): the service stops with an error instead of forking forever."""
 
 log = get_logger("turnkeeper.server")
 
@@ -110,18 +127,20 @@ def serve_app(
     process (`workers` = 1) or in `workers` forked processes."""
     limit_arenas(settings.malloc_arenas)  # before uvicorn starts any thread, in every worker
     if workers <= 1:
-        _run(factory(0), sock)
+        _run(factory(0), settings, sock)
         return
     # What the supervisor holds now (modules, whatever `factory` built ahead) is the workers' too,
     # copy-on-write: frozen, a worker's collections never write to those objects' headers,
     # which would copy the pages they are on into each worker (bench/memory_stages.py).
     gc.freeze()
-    code = Supervisor(factory, sock, workers).run()
+    code = Supervisor(factory, settings, sock, workers).run()
     if code:
         sys.exit(code)
 
 
-def _run(app: Any, sock: socket.socket) -> None:
+def _run(
+    app: Any, settings: Settings, sock: socket.socket, on_ready: Callable[[], None] | None = None
+) -> None:
     # What start-up built (modules, the app and its models) lives as long as the process: out of
     # the collector's reach, each full collection walks only what requests made. Under 50
     # clients that cut the full collections' pauses, which stop every request thread, from
@@ -132,47 +151,151 @@ def _run(app: Any, sock: socket.socket) -> None:
         app,
         access_log=False,  # the service logs each request itself, with its request id
         log_config=None,  # logging is configured by `configure_logging`
-        # longer than uvicorn's 5 s, so a client (or proxy) reusing a pooled connection does not
-        # race the server closing it
-        timeout_keep_alive=75,
+        # uvicorn's h11 protocol with deadlines for reading a request (`connections`)
+        http=timed_protocol(settings.http_header_timeout, settings.http_body_timeout),
+        timeout_keep_alive=math.ceil(settings.http_keep_alive_timeout.total_seconds()),
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    _Server(config, on_ready).run(sockets=[sock])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, calling `on_ready` once it serves: the app's lifespan has started
+    (the store is open) and the socket is accepting."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_ready is not None:
+            self.on_ready()
+
+
+@dataclass
+class Worker:
+    """A forked worker as the supervisor sees it. `ready_pipe` is the read end of a pipe the worker
+    writes one byte to once it serves, so whether it ever did can be asked at any time, even
+    after it died, without a round trip to it."""
+
+    index: int
+    pid: int
+    started: float
+    ready_pipe: int
+    served: bool = False
+
+    def has_served(self) -> bool:
+        """True once the worker has said it serves (read without waiting)."""
+        if not self.served:
+            with contextlib.suppress(BlockingIOError):
+                self.served = os.read(self.ready_pipe, 1) == READY
+        return self.served
+
+
+READY = b"r"
+
+
+def _say_ready(pipe: int) -> None:
+    os.write(pipe, READY)
+    os.close(pipe)
 
 
 class Supervisor:
-    """Forks `workers` processes serving on `sock` and keeps them running (see the module)."""
+    """Forks `workers` processes serving on `sock` and keeps them running (see the module):
+    a worker that dies is replaced, after a delay that grows while it keeps dying young; the
+    service stops only when workers cannot start at all (`FAILED_STARTS`)."""
 
-    def __init__(self, factory: AppFactory, sock: socket.socket, workers: int) -> None:
+    def __init__(
+        self, factory: AppFactory, settings: Settings, sock: socket.socket, workers: int
+    ) -> None:
         self.factory = factory
+        self.settings = settings
         self.sock = sock
         self.workers = workers
-        self.children: dict[int, tuple[int, float]] = {}  # pid → (index, started)
+        self.children: dict[int, Worker] = {}  # by pid
+        self.due: dict[int, float] = {}  # worker index → when it is started again
+        self.young_deaths = [0] * workers  # per index: deaths in a row soon after starting
+        self.failed_starts = [0] * workers  # per index: deaths in a row before serving
         self.stopping = False
+        self.code = 0
 
     def run(self) -> int:
         """Until every worker has stopped; returns the exit status for the service."""
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        code = 0
         try:
             for index in range(self.workers):
                 self._start(index)
-            while self.children:
-                pid, status = os.wait()
-                index, started = self.children.pop(pid, (-1, 0.0))
-                if index < 0 or self.stopping:
-                    continue
-                log.warning("worker_stopped", worker=index, pid=pid, status=status)
-                if time.monotonic() - started < CRASH_LOOP_SECONDS:
-                    code = 1
-                    self._stop(signal.SIGTERM, None)
-                else:
-                    self._start(index)
+            while self.children or (self.due and not self.stopping):
+                self._start_due()
+                pid, status = self._wait()
+                if pid:
+                    self._stopped(pid, status)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        return code
+            for worker in self.children.values():
+                os.close(worker.ready_pipe)
+        return self.code
+
+    def _wait(self) -> tuple[int, int]:
+        """The next worker to exit (pid, status), or (0, 0) when a restart falls due first."""
+        if not self.due or self.stopping:
+            return os.wait()
+        until = min(self.due.values())
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:  # none is running: only restarts are due
+                pid, status = 0, 0
+            left = until - time.monotonic()
+            if pid or left <= 0:
+                return pid, status
+            time.sleep(min(left, 0.05))
+
+    def _stopped(self, pid: int, status: int) -> None:
+        """A worker exited: log it, and plan its replacement (or give up, see the class)."""
+        worker = self.children.pop(pid, None)
+        if worker is None:
+            return
+        served = worker.has_served()
+        os.close(worker.ready_pipe)
+        if self.stopping:
+            return
+        index, lived = worker.index, time.monotonic() - worker.started
+        young = not served or lived < HEALTHY_SECONDS
+        self.young_deaths[index] = self.young_deaths[index] + 1 if young else 0
+        self.failed_starts[index] = 0 if served else self.failed_starts[index] + 1
+        give_up = self.failed_starts[index] >= FAILED_STARTS and not self._serving()
+        delay = None if give_up else _restart_delay(self.young_deaths[index])
+        code = os.waitstatus_to_exitcode(status)
+        log.warning(
+            "worker_stopped",
+            worker=index,
+            worker_pid=pid,  # `pid` names the process that writes the line: the supervisor
+            exit_code=code if code >= 0 else None,
+            signal=signal.Signals(-code).name if code < 0 else None,
+            served=served,
+            restart_in_seconds=delay,
+        )
+        if delay is None:
+            log.error("workers_cannot_start", worker=index, failed_starts=FAILED_STARTS)
+            self.code = 1
+            self._stop(signal.SIGTERM, None)
+        else:
+            self.due[index] = time.monotonic() + delay
+
+    def _serving(self) -> bool:
+        return any(worker.has_served() for worker in self.children.values())
+
+    def _start_due(self) -> None:
+        now = time.monotonic()
+        for index, when in list(self.due.items()):
+            if when <= now and not self.stopping:
+                del self.due[index]
+                self._start(index)
 
     def _start(self, index: int) -> None:
+        ready, tell_ready = os.pipe()
         pid = os.fork()
         if pid == 0:  # the worker: serve, and never return into the supervisor's code
             code = 0
@@ -180,7 +303,13 @@ class Supervisor:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(sig, signal.SIG_DFL)
                 _stop_with_parent()
-                _run(self.factory(index), self.sock)
+                os.close(ready)
+                for other in self.children.values():
+                    os.close(other.ready_pipe)
+                on_ready = functools.partial(_say_ready, tell_ready)
+                _run(self.factory(index), self.settings, self.sock, on_ready)
+            except SystemExit as exc:  # uvicorn's, when the app failed to start: it logged why
+                code = exc.code if isinstance(exc.code, int) else 1
             except BaseException:
                 traceback.print_exc()
                 code = 1
@@ -188,14 +317,28 @@ class Supervisor:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        self.children[pid] = (index, time.monotonic())
+        os.close(tell_ready)
+        os.set_blocking(ready, False)
+        self.children[pid] = Worker(index, pid, time.monotonic(), ready)
+        if self.stopping:  # a signal came while it was being forked
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         """Stop every worker (each finishes its requests and its app's shutdown)."""
         self.stopping = True
+        self.due.clear()
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):  # exited meanwhile
                 os.kill(pid, signal.SIGTERM)
+
+
+def _restart_delay(young_deaths: int) -> float:
+    """Seconds before a worker is started again, after `young_deaths` deaths in a row soon
+    after starting (0: it served long enough, so at once)."""
+    if young_deaths == 0:
+        return 0.0
+    return min(FIRST_RESTART_DELAY * 2.0 ** (young_deaths - 1), LONGEST_RESTART_DELAY)
 
 
 PR_SET_PDEATHSIG = 1

@@ -71,6 +71,12 @@ def ui(tmp_path: Path, upstream_server: tuple[Upstream, str]) -> Iterator[Servic
 
 
 @pytest.fixture
+def ui_without_keys(tmp_path: Path, upstream_server: tuple[Upstream, str]) -> Iterator[Service]:
+    """The service as `make run` serves it: API keys off (`--no-auth`)."""
+    yield from start_service(service_settings(tmp_path, upstream_server[1], auth=False))
+
+
+@pytest.fixture
 def ui_without_model(tmp_path: Path) -> Iterator[Service]:
     """The service with no upstream model configured (no key, the default base URL)."""
     yield from start_service(service_settings(tmp_path, "", llm_base_url=None, llm_api_key=None))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.server.conftest import Service
@@ -293,6 +294,30 @@ def test_without_a_model_the_page_says_how_to_configure_one_and_adds_by_hand(
     expect(page.locator("#transcript .msg.role-assistant .author")).to_have_text("pm-agent")
     expect(page.locator("#transcript em", has_text="hand")).to_be_visible()
     assert ui_without_model.tk.history(session)[0].author == "pm-agent"
+    context.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_without_keys_the_ui_reads_chats_and_deletes_at_a_loopback_name(
+    browser: Browser, ui_without_keys: Service, upstream: Upstream, host: str
+) -> None:
+    """What `make run` serves: no login, and the forms and the streamed chat pass the Host and
+    cross-site checks from the UI's own pages."""
+    ids = seed(ui_without_keys)
+    base = ui_without_keys.url.replace("127.0.0.1", host)
+    context = browser.new_context(base_url=base)
+    page = new_page(context)
+    page.goto("/")
+    assert "Q3 roadmap" in rows(page) and "Beta chat" in rows(page)  # every project: admin
+    page.get_by_role("link", name="Q3 roadmap").click()
+    page.get_by_label("Your message").fill("and the budget?")
+    page.get_by_role("button", name="Send").click()
+    reply = page.locator("#transcript .msg.role-assistant[data-seq]")
+    expect(reply).to_contain_text("reply 1 to: and the budget?")
+    page.get_by_role("button", name="Delete").click()
+    expect(page.locator(".notice")).to_have_text("The session was deleted.")
+    assert "Q3 roadmap" not in rows(page)
+    assert ui_without_keys.tk.history(ids["support"])  # the rest is untouched
     context.close()
 
 

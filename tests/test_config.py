@@ -53,6 +53,11 @@ def test_toml_file_env_and_arguments_take_precedence_in_order(
         ("TURNKEEPER_TOKEN_ENCODING", "p50k_base", "token_encoding"),
         ("TURNKEEPER_BUDGET_RATIO", "1.5", "budget_ratio"),
         ("TURNKEEPER_SQLITE_SYNCHRONOUS", "SOMETIMES", "sqlite_synchronous"),
+        ("TURNKEEPER_ALLOWED_HOSTS", "http://memory.internal", "allowed_hosts"),
+        ("TURNKEEPER_ALLOWED_HOSTS", "memory.internal:8000", "allowed_hosts"),
+        ("TURNKEEPER_HTTP_HEADER_TIMEOUT", "0", "http_header_timeout"),
+        ("TURNKEEPER_HTTP_BODY_TIMEOUT", "-1", "http_body_timeout"),
+        ("TURNKEEPER_HTTP_KEEP_ALIVE_TIMEOUT", "soon", "http_keep_alive_timeout"),
     ],
 )
 def test_invalid_value_fails_naming_the_key(
@@ -62,6 +67,14 @@ def test_invalid_value_fails_naming_the_key(
     with pytest.raises(InvalidConfig) as info:
         load_settings()
     assert info.value.field == key
+
+
+def test_allowed_hosts_are_a_comma_separated_list_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TURNKEEPER_ALLOWED_HOSTS", "Memory.Internal, tk.example.,[fd00::1]")
+    assert load_settings().allowed_hosts == ("memory.internal", "tk.example", "[fd00::1]")
+    assert load_settings(allowed_hosts=["a.example"]).allowed_hosts == ("a.example",)
 
 
 def test_unknown_key_in_the_config_file_is_named(

@@ -181,22 +181,31 @@ def foreign_site(headers: Headers) -> tuple[str, str] | None:
     return ("Origin", origin)
 
 
+SHOWN = 100
+"""Most characters of a refused header's value repeated in the answer."""
+
+
 class WrongHost(HTTPException):
+    """421 Misdirected Request: this service is not the one for the host the request names."""
+
     def __init__(self, header: str | None) -> None:
-        named = f"names {host_name(header)!r}" if header else "is missing"
+        named = f"names {host_name(header)[:SHOWN]!r}" if header else "is missing"
         super().__init__(
             421,
-            f"the Host header {named}: without API keys this service answers to loopback "
-            "names (localhost, 127.0.0.1, [::1]) and the names in `allowed_hosts` only",
+            f"the Host header {named}: this service answers to loopback names (localhost, "
+            "127.0.0.1, [::1]) and the names in `allowed_hosts` only",
         )
 
 
 class CrossSite(HTTPException):
+    """403: a change another site's page made the browser send."""
+
     def __init__(self, header: str, value: str) -> None:
         super().__init__(
             403,
-            f"this request was sent by another site's page ({header}: {value}); changes are "
-            "accepted from this service's own pages and from clients that are not browsers",
+            f"this request was sent by another site's page ({header}: {value[:SHOWN]}); "
+            "changes are accepted from this service's own pages and from clients that are "
+            "not browsers",
         )
 
 

@@ -29,8 +29,10 @@ database, URL or driver message: the probes need no API key, so anyone could rea
 full error is logged with the request id the client also gets. (A model endpoint that answered
 with an error of its own keeps its message: that is the model speaking, not our plumbing.)
 
-FastAPI's own request validation errors and Starlette's HTTP errors (unknown route, wrong
-method) go through the same builder, so every error a client sees has one shape, except on
+FastAPI's own request validation errors, Starlette's HTTP errors (unknown route, wrong
+method) and the gates' refusals before a route runs (`gate`: 413 a body over the limit, 421 a
+Host not served, 403 a change another site's page sent) go through the same builder, so every
+error a client sees has one shape, except on
 the OpenAI-compatible `/v1/chat/completions`: there the same errors go out in OpenAI's shape,
 `{"error": {"message", "type", "param", "code"}}`, which the OpenAI SDKs read and show.
 """
@@ -279,6 +281,6 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": HTTPStatus(status).phrase,
         "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
     }
-    for status in (400, 401, 403, 404, 409, 410, 413, 422, 429, 503)
+    for status in (400, 401, 403, 404, 409, 410, 413, 421, 422, 429, 503)
 }
 """The problem responses every `/v1` route may give, for the OpenAPI schema."""

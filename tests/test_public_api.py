@@ -21,7 +21,7 @@ def test_public_names_are_pinned() -> None:
             "AgentState", "ConversationContext", "LLMSummarizer", "Phase", "SummaryCheckpoint",
             # the turn helper and its traces
             "AsyncChatTurns", "Attempt", "ChatTurns", "TraceEntry", "TurnOptions", "TurnResult",
-            "TurnTrace", "WindowDiff", "trace_of", "window_diff",
+            "TurnTrace", "WindowDiff", "trace_of", "window_diff", "TurnInProgress",
             # conversation branches
             "Branch",
             # the async face

@@ -490,11 +490,17 @@ class TurnStream:
         try:
             try:
                 for chunk in upstream:
+                    if self._cancelled:
+                        break
                     gathered.add_chunk(chunk)
                     self._chunks.put(chunk)
-            except Exception as exc:
-                turns.attempts.end(self.prepared.held, None if self._cancelled else exc)
-                self._failure = None if self._cancelled else exc
+            except Exception as exc:  # the model failed part-way (or was cut off: cancelled)
+                if not self._cancelled:
+                    turns.attempts.end(self.prepared.held, exc)
+                    self._failure = exc
+                    return
+            if self._cancelled:
+                turns.attempts.end(self.prepared.held)  # no outcome: the turn is free again
                 return
             self.reply, self.trace = turns.finish(
                 self.prepared, gathered, started=started, stream=True

@@ -30,6 +30,10 @@ import httpx
 import openai
 import pytest
 
+import turnkeeper
+from turnkeeper import ChatTurns, NewMessage, Role
+from turnkeeper.llm import Reply
+
 from .conftest import Service, service_settings, start_service
 from .upstream import Upstream
 
@@ -325,3 +329,38 @@ def test_a_turn_whose_replica_dies_is_taken_over_by_the_waiting_retry(
     assert [(m["role"], m["content"]) for m in history] == [
         ("user", QUESTION), ("assistant", retry.json()["reply"]["content"])
     ]  # fmt: skip
+
+
+def test_a_retry_waiting_past_the_longest_hold_is_a_409_with_retry_after_and_then_the_reply(
+    tmp_path: Path, upstream_server: tuple[Upstream, str], upstream: Upstream
+) -> None:
+    """A turn held longer than this service ever waits (by a replica with a lease of a minute
+    that sends the request itself): the retry is a 409 saying when to come back, which the
+    OpenAI SDK may retry, and once the holder has its reply the same request gets it."""
+    quick = {"llm_timeout": "1s", "llm_max_retries": 0, "turn_lease": "500ms"}
+    settings = service_settings(tmp_path, upstream_server[1], **quick)
+    holder_settings = service_settings(tmp_path, upstream_server[1], turn_lease="60s")
+    holder = turnkeeper.open(settings=holder_settings)
+    for service in start_service(settings):
+        session, _ = holder.get_or_create_session("held", project="alpha")
+        with ChatTurns.open(holder) as replica:
+            question = NewMessage(role=Role.USER, content=QUESTION)
+            prepared = replica.prepare(session, [question])
+            with openai.OpenAI(
+                base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=0
+            ) as llm:
+                messages: Any = [{"role": "user", "content": QUESTION}]
+                headers = {"X-Turnkeeper-Session": "held"}
+                with pytest.raises(openai.ConflictError) as raised:
+                    llm.chat.completions.create(model="m", messages=messages, extra_headers=headers)
+                reply, _ = replica.finish(prepared, Reply(content="from the holder"), started=0)
+                retried = headers | {"x-stainless-retry-count": "1"}  # as the SDK's own retry
+                again = llm.chat.completions.create(
+                    model="m", messages=messages, extra_headers=retried
+                )
+    holder.close()
+    response = raised.value.response
+    assert response.headers["retry-after"] == "1" and "x-should-retry" not in response.headers
+    assert "still being answered" in raised.value.message
+    assert again.choices[0].message.content == reply.content == "from the holder"
+    assert upstream.requests == []

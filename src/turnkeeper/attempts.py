@@ -83,12 +83,14 @@ class TurnAttempts:
     ) -> HeldTurn | Message:
         """Take the turn, or wait for the attempt holding it: a `HeldTurn` when this request
         must ask the model, else the stored reply. `answered_maybe` (the turn was stored
-        before this request) makes a taken turn look for a reply first: its holder may have
-        stored one and let go just before. Raises the holder's `UpstreamError`, or
-        `TurnInProgress` past `longest`."""
+        before this request) looks for a reply first, and again once the turn is taken: its
+        holder may have stored one and let go in between. Raises the holder's `UpstreamError`,
+        or `TurnInProgress` past `longest`."""
         if self._store is None:
             return HeldTurn(session_id, turn_id, str(uuid.uuid4()))
         store = self._store
+        if answered_maybe and (reply := self._reply(session_id, reply_id)) is not None:
+            return reply  # a retry of an answered turn: a read, and nothing written
         deadline = time.monotonic() + self.longest.total_seconds()
         while True:
             held = HeldTurn(session_id, turn_id, str(uuid.uuid4()))

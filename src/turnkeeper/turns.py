@@ -485,30 +485,31 @@ class TurnStream:
             reader.start()
 
     def _answer(self, turns: ChatTurns, upstream: ChatStream, started: float) -> None:
-        """Read the whole answer, relay each chunk, then store the reply (the reader thread)."""
-        gathered = Reply()
+        """The reader thread: the whole answer, relayed and stored; a failure is kept for the
+        iteration to raise."""
         try:
-            try:
-                for chunk in upstream:
-                    if self._cancelled:
-                        break
-                    gathered.add_chunk(chunk)
-                    self._chunks.put(chunk)
-            except Exception as exc:  # the model failed part-way (or was cut off: cancelled)
-                if not self._cancelled:
-                    turns.attempts.end(self.prepared.held, exc)
-                    self._failure = exc
-                    return
-            if self._cancelled:
-                turns.attempts.end(self.prepared.held)  # no outcome: the turn is free again
-                return
-            self.reply, self.trace = turns.finish(
-                self.prepared, gathered, started=started, stream=True
-            )
-        except Exception as exc:  # `finish` let the turn go; the iteration raises it
+            self._read_and_store(turns, upstream, started)
+        except Exception as exc:  # the model failed part-way, or storing the reply did
             self._failure = exc
         finally:
             self._chunks.put(_ENDED)
+
+    def _read_and_store(self, turns: ChatTurns, upstream: ChatStream, started: float) -> None:
+        gathered = Reply()
+        try:
+            for chunk in upstream:
+                if self._cancelled:
+                    break
+                gathered.add_chunk(chunk)
+                self._chunks.put(chunk)
+        except Exception as exc:
+            if not self._cancelled:  # (a cancelled stream fails as it is cut off)
+                turns.attempts.end(self.prepared.held, exc)
+                raise
+        if self._cancelled:
+            turns.attempts.end(self.prepared.held)  # no outcome: the turn is free again
+            return
+        self.reply, self.trace = turns.finish(self.prepared, gathered, started=started, stream=True)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._upstream is None:

@@ -43,7 +43,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cache", ("cache",)),
     ("context", ("context",)),
     ("transfer", ("jsonl", "importers")),
-    ("core", ("service", "expiry", "traces", "llm", "turns", "apikeys", "callers")),
+    (
+        "core",
+        ("service", "expiry", "traces", "llm", "attempts", "turns", "apikeys", "callers"),
+    ),
     ("assembly", ("", "assemble", "prometheus")),
     ("interfaces", ("adapters", "server", "cli", "mcp", "__main__", "testing")),
 )

@@ -21,7 +21,7 @@ def test_public_names_are_pinned() -> None:
             "AgentState", "ConversationContext", "LLMSummarizer", "Phase", "SummaryCheckpoint",
             # the turn helper and its traces
             "AsyncChatTurns", "Attempt", "ChatTurns", "TraceEntry", "TurnOptions", "TurnResult",
-            "TurnTrace", "WindowDiff", "trace_of", "window_diff",
+            "TurnTrace", "WindowDiff", "trace_of", "window_diff", "TurnInProgress",
             # conversation branches
             "Branch",
             # the async face
@@ -48,7 +48,7 @@ def test_every_error_is_a_turnkeeper_error() -> None:
         for value in (getattr(turnkeeper, name) for name in turnkeeper.__all__)
         if isinstance(value, type) and issubclass(value, Exception)
     ]
-    assert len(exceptions) == 17
+    assert len(exceptions) == 18
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error
 

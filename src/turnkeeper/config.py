@@ -318,6 +318,12 @@ class Settings(BaseSettings):
         description="Wait before the first upstream retry; doubled for each next one. An "
         "upstream `Retry-After` (up to `llm_timeout`) is waited instead.",
     )
+    turn_lease: timedelta = Field(
+        default=timedelta(seconds=10),
+        description="How long a chat turn's model call holds the turn without a sign of life "
+        "(renewed every third of it while it runs). A retry arriving meanwhile waits for its "
+        "answer; once the lease lapses (its process died or hangs) the retry takes the turn over.",
+    )
     summary_model: str | None = Field(
         default=None,
         description="Fast model that writes summaries on the LLM endpoint. Unset: the offline "
@@ -353,6 +359,7 @@ class Settings(BaseSettings):
         "expiry_grace",
         "llm_timeout",
         "llm_retry_backoff",
+        "turn_lease",
         "redis_timeout",
         "cache_ttl",
         "postgres_acquire_timeout",

@@ -10,7 +10,8 @@ of them.
     │   └── SessionNotFound
     ├── SessionExpired
     ├── Conflict                 (key taken, expected_last_seq stale, id reused, archived)
-    │   └── SeqConflict
+    │   ├── SeqConflict
+    │   └── TurnInProgress       (another request is still answering this chat turn)
     ├── InvalidInput             (bad value supplied by a caller; names the field)
     │   ├── InvalidMessage
     │   │   └── ContentTooLarge  (a message over `max_message_bytes`)
@@ -68,6 +69,22 @@ class SeqConflict(Conflict):
         self.session_id = session_id
         self.expected = expected
         self.actual = actual
+
+
+class TurnInProgress(Conflict):
+    """A retried chat turn is still being answered by the request that asked the model first,
+    and this one waited as long as it may (`turnkeeper.attempts`). Nothing was stored or asked;
+    the same request sent again after `retry_after` seconds gets the answer once there is one
+    (HTTP 409 with `Retry-After`, as the IETF idempotency-key draft says of a request still
+    being processed)."""
+
+    def __init__(self, session_id: str, retry_after: int) -> None:
+        super().__init__(
+            f"this turn of session {session_id} is still being answered by an earlier request;"
+            f" send the same request again in {retry_after} s to get its answer"
+        )
+        self.session_id = session_id
+        self.retry_after = retry_after
 
 
 class InvalidInput(TurnkeeperError):

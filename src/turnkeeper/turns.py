@@ -23,6 +23,12 @@ by content: new turns identical to the session's unanswered tail (stored, with n
 reply after them) *are* that tail, so a retry stores nothing and is answered like a retry by id.
 A client that says it is retrying (`Attempt.retry`, e.g. the `x-stainless-retry-count` header of
 the OpenAI SDKs) and repeats the turn just answered gets that answer again.
+
+And the model is asked once per turn, even when the retry comes while the first request is still
+waiting for it: the request that asks the model holds the turn (`turnkeeper.attempts`, shared by
+every process on the store), and a retry waits for its reply (or its error) instead of asking
+again. A streamed answer is read from the model by a thread of its own, so it is stored even
+when its client stops reading (a client that timed out and retries gets it).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import queue
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -37,8 +45,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnkeeper import metrics
+from turnkeeper.attempts import HeldTurn, TurnAttempts
 from turnkeeper.context.formats import to_openai
-from turnkeeper.errors import IdempotencyKeyReused, InvalidInput, SessionNotFound, UpstreamError
+from turnkeeper.errors import (
+    Conflict,
+    IdempotencyKeyReused,
+    InvalidInput,
+    SessionNotFound,
+    UpstreamError,
+)
 from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
 from turnkeeper.service import SessionRef, Turnkeeper, utcnow
 from turnkeeper.service.aio import AsyncTurnkeeper
@@ -57,8 +72,6 @@ from turnkeeper.types import (
 StoredHook = Callable[[Session, bool, Sequence[Message]], None]
 """Told `(session, created, messages newly stored)` after each write of a turn (the writes are
 counted in `turnkeeper.metrics` either way)."""
-
-_REPLAY_LOOKAHEAD = 20
 
 
 def _nothing(session: Session, created: bool, messages: Sequence[Message]) -> None:
@@ -93,7 +106,8 @@ class PreparedTurn:
     """A turn whose new messages are stored and whose upstream request is ready.
 
     `replay` is the reply already stored for this turn when it is a retry of an answered one:
-    then there is nothing to ask the model.
+    then there is nothing to ask the model. Otherwise `held` is this request's hold on the turn
+    (`turnkeeper.attempts`): `complete`, `stream` or `finish` ends it with the outcome.
     """
 
     session: Session
@@ -105,6 +119,7 @@ class PreparedTurn:
     replay: Message | None = None
     attempt: Attempt = Attempt()
     model: str = ""
+    held: HeldTurn | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,12 +222,15 @@ class ChatTurns:
         print(result.content, result.trace.tokens_sent)
     ```
     `turn` does it all; `prepare` + `complete` / `stream` are the steps, for callers that
-    send the request themselves or stream the answer. `AsyncChatTurns` is the same for asyncio.
+    stream the answer; `prepare` + `finish`, for callers that send the request themselves
+    (until `finish`, a retry of the turn waits for them). `AsyncChatTurns` is the same for
+    asyncio.
     """
 
     def __init__(self, tk: Turnkeeper, llm: LLMClient, *, on_stored: StoredHook = _nothing) -> None:
         self.tk = tk
         self.llm = llm
+        self.attempts = TurnAttempts(tk.store, tk.settings, tk.now)
         self._on_stored = on_stored
 
     def _stored(self, session: Session, created: bool, messages: Sequence[Message]) -> None:
@@ -300,25 +318,30 @@ class ChatTurns:
         stored = self.tk.append_many(session, with_ids)
         fresh = [message for message in stored if message.seq > session.last_seq]
         self._stored(session, created, fresh)
-        reply_id = reply_id_for(stored[-1].id)
-        replay = answered or (None if fresh else self._stored_reply(session, stored[-1], reply_id))
-        if replay is not None:
-            return PreparedTurn(
-                session, created, tuple(stored), None, {}, reply_id, replay, attempt
-            )
-        model = self.model_for(options)
-        window = self.tk.context(
-            session,
-            strategy=options.strategy,
-            max_tokens=options.max_tokens,
-            reserved_tokens=options.reserved_tokens,
-            keep_recent=options.keep_recent,
-            model=model,
+        turn = stored[-1]
+        reply_id = reply_id_for(turn.id)
+        held = answered or self.attempts.hold_or_wait(
+            session.id, turn.id, reply_id, answered_maybe=not fresh
         )
+        if not isinstance(held, HeldTurn):  # answered: by a turn before, or while it waited
+            return PreparedTurn(session, created, tuple(stored), None, {}, reply_id, held, attempt)
+        try:
+            model = self.model_for(options)
+            window = self.tk.context(
+                session,
+                strategy=options.strategy,
+                max_tokens=options.max_tokens,
+                reserved_tokens=options.reserved_tokens,
+                keep_recent=options.keep_recent,
+                model=model,
+            )
+        except BaseException as exc:
+            self.attempts.end(held, exc)
+            raise
         body = {"model": model, **(request or {}), "messages": to_openai(window)}
         return PreparedTurn(
             session, created, tuple(stored), window, body, reply_id, None, attempt,
-            str(body.get("model") or model),
+            str(body.get("model") or model), held,
         )  # fmt: skip
 
     def _identified(
@@ -350,17 +373,17 @@ class ChatTurns:
             for message in new
         ], None
 
-    def _stored_reply(self, session: Session, turn: Message, reply_id: str) -> Message | None:
-        later = self.tk.history(session, from_seq=turn.seq + 1, limit=_REPLAY_LOOKAHEAD)
-        return next((message for message in later if message.id == reply_id), None)
-
     def complete(self, prepared: PreparedTurn) -> TurnResult:
         """Ask the model (unless the turn was already answered) and store its reply."""
         if prepared.replay is not None:
             completion = completion_from_message(prepared.replay)
             return TurnResult(prepared, prepared.replay, completion)
         started = time.perf_counter()
-        completion = self.llm.complete(prepared.request)
+        try:
+            completion = self.llm.complete(prepared.request)
+        except BaseException as exc:
+            self.attempts.end(prepared.held, exc)
+            raise
         reply, trace = self.finish(prepared, Reply.from_completion(completion), started=started)
         return TurnResult(prepared, reply, completion, trace)
 
@@ -369,13 +392,30 @@ class ChatTurns:
         if prepared.replay is not None:
             return TurnStream(self, prepared, None, 0.0)
         started = time.perf_counter()
-        return TurnStream(self, prepared, self.llm.stream(prepared.request), started)
+        try:
+            upstream = self.llm.stream(prepared.request)
+        except BaseException as exc:
+            self.attempts.end(prepared.held, exc)
+            raise
+        return TurnStream(self, prepared, upstream, started)
 
     def finish(
         self, prepared: PreparedTurn, reply: Reply, *, started: float, stream: bool = False
     ) -> tuple[Message, TurnTrace | None]:
         """Store the model's reply (with its usage) as the session's next assistant message,
-        and its trace. `started` is when the model was asked (`time.perf_counter()`)."""
+        and its trace, and let the turn go (the requests waiting for it get this reply).
+        `started` is when the model was asked (`time.perf_counter()`)."""
+        try:
+            stored, trace = self._store_reply(prepared, reply, started, stream)
+        except BaseException as exc:
+            self.attempts.end(prepared.held, exc)
+            raise
+        self.attempts.end(prepared.held)
+        return stored, trace
+
+    def _store_reply(
+        self, prepared: PreparedTurn, reply: Reply, started: float, stream: bool
+    ) -> tuple[Message, TurnTrace | None]:
         if not reply.content.strip() and not reply.tool_calls:
             raise UpstreamError("the upstream model's reply was empty")
         message = NewMessage(
@@ -397,17 +437,35 @@ class ChatTurns:
             latency_ms=latency_ms, created_at=utcnow(), request_id=prepared.attempt.request_id,
             stream=stream,
         )  # fmt: skip
-        # One append stores the reply and its trace. If a concurrent attempt stored the reply
-        # first, its reply and its trace stand and this attempt's are not stored.
-        stored = self.tk.append_traced(prepared.session, message, encode(self.tk.store, trace))
+        # One append stores the reply and its trace.
+        try:
+            stored = self.tk.append_traced(prepared.session, message, encode(self.tk.store, trace))
+        except Conflict:
+            # The reply id is taken: an attempt that took this turn over (this one's lease had
+            # lapsed: it hung) stored its reply first. That reply and its trace stand.
+            earlier = self.tk.store.find_messages(prepared.session.id, [prepared.reply_id])
+            if prepared.reply_id not in earlier:
+                raise
+            return earlier[prepared.reply_id], None
         self._stored(prepared.session, False, [stored])
         return stored, dataclasses.replace(trace, seq=stored.seq)
+
+
+_ENDED = object()
+"""Put on a `TurnStream`'s queue once the answer has ended, well or not."""
 
 
 class TurnStream:
     """A streaming answer: iterate for the upstream's chunks as it sends them; once the
     iteration ends, `reply` is the stored reply. A failure part-way raises from the iteration
-    (the new turns stay stored, the partial reply is not)."""
+    (the new turns stay stored, the partial reply is not).
+
+    The upstream is read by a thread of its own, which stores the reply when it ends; the
+    iteration relays what it reads. So a turn whose client stops reading (its connection
+    closed: an SDK that timed out and retries) is still answered to its end and stored once,
+    and the retry waiting for it (`turnkeeper.attempts`) gets that reply. `close` stops the
+    relaying only; `cancel` stops the answer (nothing of it is stored).
+    """
 
     def __init__(
         self, turns: ChatTurns, prepared: PreparedTurn, upstream: ChatStream | None, started: float
@@ -415,25 +473,62 @@ class TurnStream:
         self.prepared = prepared
         self.reply: Message | None = prepared.replay
         self.trace: TurnTrace | None = None
-        self._turns = turns
         self._upstream = upstream
-        self._started = started
+        self._chunks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._failure: BaseException | None = None
+        self._cancelled = False
+        if upstream is not None:
+            reader = threading.Thread(
+                target=self._answer, args=(turns, upstream, started), daemon=True,
+                name="turnkeeper-turn-stream",
+            )  # fmt: skip
+            reader.start()
+
+    def _answer(self, turns: ChatTurns, upstream: ChatStream, started: float) -> None:
+        """The reader thread: the whole answer, relayed and stored; a failure is kept for the
+        iteration to raise."""
+        try:
+            self._read_and_store(turns, upstream, started)
+        except Exception as exc:  # the model failed part-way, or storing the reply did
+            self._failure = exc
+        finally:
+            self._chunks.put(_ENDED)
+
+    def _read_and_store(self, turns: ChatTurns, upstream: ChatStream, started: float) -> None:
+        gathered = Reply()
+        try:
+            for chunk in upstream:
+                if self._cancelled:
+                    break
+                gathered.add_chunk(chunk)
+                self._chunks.put(chunk)
+        except Exception as exc:
+            if not self._cancelled:  # (a cancelled stream fails as it is cut off)
+                turns.attempts.end(self.prepared.held, exc)
+                raise
+        if self._cancelled:
+            turns.attempts.end(self.prepared.held)  # no outcome: the turn is free again
+            return
+        self.reply, self.trace = turns.finish(self.prepared, gathered, started=started, stream=True)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._upstream is None:
             if self.reply is not None:  # a replayed turn: the stored reply, as a stream
                 yield from chunks_from_message(self.reply)
             return
-        gathered = Reply()
-        for chunk in self._upstream:
-            gathered.add_chunk(chunk)
+        while (chunk := self._chunks.get()) is not _ENDED:
             yield chunk
-        self.reply, self.trace = self._turns.finish(
-            self.prepared, gathered, started=self._started, stream=True
-        )
+        if self._failure is not None:
+            raise self._failure
 
     def close(self) -> None:
+        """Stop relaying: the answer is still read to its end and stored."""
+
+    def cancel(self) -> None:
+        """Stop the answer: the upstream is closed, nothing of the reply is stored, and the
+        turn is free for a retry."""
         if self._upstream is not None:
+            self._cancelled = True
             self._upstream.close()
 
 

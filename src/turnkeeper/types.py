@@ -288,6 +288,31 @@ class Branch:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnAttempt:
+    """The request answering a chat turn, and until when it holds the turn.
+
+    One attempt at a time asks the model for a turn, whichever process or replica it runs in:
+    it records itself here before the call, keeps `lease_until` ahead of the clock while it
+    works, and ends the record once the reply is stored. A retry arriving meanwhile finds the
+    record and waits for the outcome instead of asking the model again. An attempt whose call
+    failed leaves its failure in `error` (text the turn helper wrote; the store keeps it as
+    given) for the retries that were waiting on it. `turn_id` is the id of the turn's message.
+    """
+
+    session_id: str
+    turn_id: str
+    attempt_id: str
+    lease_until: datetime
+    error: str | None = None
+
+    def holds_turn_at(self, now: datetime) -> bool:
+        """Whether this attempt still answers the turn at `now`: it has not failed and its
+        lease runs past `now` (a lapsed lease is an attempt that stopped showing signs of
+        life: its process died or hangs)."""
+        return self.error is None and self.lease_until > now
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryCheckpoint:
     """A durable summary of a session's messages with `seq <= covers_to_seq`.
 

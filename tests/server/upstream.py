@@ -3,14 +3,17 @@
 The only stand-in in the HTTP tests: a real HTTP server on loopback speaking the
 `/v1/chat/completions` protocol (whole and streamed), whose behaviour a test sets through
 `Upstream.mode`: answer, fail with a status, stall past the client's timeout, or break off
-mid-stream; and through `Upstream.failures`: fail the next N requests with `fail_status` (and
-`Retry-After`, when set), then answer.
+mid-stream; through `Upstream.failures`: fail the next N requests with `fail_status` (and
+`Retry-After`, when set), then answer; and through `Upstream.gate`: hold every answer until the
+test opens the gate (a slow model whose answer comes when the test says so), or, through
+`Upstream.stream_gate`, pause a streamed answer after its first chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,6 +32,10 @@ class Upstream:
     failures: int = 0
     fail_status: int = 500
     retry_after: str | None = None
+    gate: threading.Event | None = None
+    """When set, each request is recorded, then answered only once the event is set."""
+    stream_gate: threading.Event | None = None
+    """When set, a streamed answer sends its first chunk, then the rest once the event is set."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -86,6 +93,8 @@ def make_app(state: Upstream) -> FastAPI:
         body = await request.json()
         state.requests.append(body)
         state.headers.append(dict(request.headers))
+        if state.gate is not None:
+            await asyncio.to_thread(state.gate.wait, 60)
         if state.failures > 0:
             state.failures -= 1
             headers = {"Retry-After": state.retry_after} if state.retry_after else None
@@ -107,6 +116,8 @@ def make_app(state: Upstream) -> FastAPI:
 
         async def events() -> AsyncIterator[str]:
             yield chunk(body, {"role": "assistant", "content": ""})
+            if state.stream_gate is not None:
+                await asyncio.to_thread(state.stream_gate.wait, 60)
             for index, word in enumerate(reply.split(" ")):
                 yield chunk(body, {"content": word if index == 0 else " " + word})
                 if state.mode == "break" and index == 1:

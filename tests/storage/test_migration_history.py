@@ -53,6 +53,7 @@ SHIPPED = [
         "82992eaeffcaabdb",
         "e3b0c44298fc1c14",
     ),
+    (11, "turn attempts", "13bd0b9a57d0fdea", "dd1f9822d043c117"),
 ]
 """(version, name, checksum of the SQLite DDL, of the PostgreSQL DDL) of every shipped step.
 Add a row for a new step once it ships; never change one."""

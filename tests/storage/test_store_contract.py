@@ -33,6 +33,7 @@ from turnkeeper.storage import (
     SummaryStore,
     TraceStore,
     TransferStore,
+    TurnAttemptStore,
     require,
 )
 from turnkeeper.storage.postgres import PostgresStore
@@ -48,6 +49,7 @@ CAPABILITIES = (
     TransferStore,
     LockingStore,
     ForkStore,
+    TurnAttemptStore,
 )
 
 

@@ -36,6 +36,7 @@ from turnkeeper.storage.base import (
     SummaryStore,
     TraceStore,
     TransferStore,
+    TurnAttemptStore,
     VersionedReadStore,
 )
 from turnkeeper.types import (
@@ -55,6 +56,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
+    TurnAttempt,
 )
 
 if TYPE_CHECKING:  # without importing redis at run time
@@ -487,6 +489,40 @@ class _CachedForks(CachedStore):
         return cast(ForkStore, self.inner).fork_origin(session_id)
 
 
+class _CachedTurnAttempts(CachedStore):
+    """Turn attempts are shared state between processes, read as they change: never cached."""
+
+    def begin_turn_attempt(
+        self,
+        session_id: str,
+        turn_id: str,
+        attempt_id: str,
+        *,
+        now: datetime,
+        lease_until: datetime,
+    ) -> TurnAttempt:
+        return cast(TurnAttemptStore, self.inner).begin_turn_attempt(
+            session_id, turn_id, attempt_id, now=now, lease_until=lease_until
+        )
+
+    def renew_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, lease_until: datetime
+    ) -> bool:
+        return cast(TurnAttemptStore, self.inner).renew_turn_attempt(
+            session_id, turn_id, attempt_id, lease_until=lease_until
+        )
+
+    def end_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, error: str | None = None
+    ) -> None:
+        cast(TurnAttemptStore, self.inner).end_turn_attempt(
+            session_id, turn_id, attempt_id, error=error
+        )
+
+    def get_turn_attempt(self, session_id: str, turn_id: str) -> TurnAttempt | None:
+        return cast(TurnAttemptStore, self.inner).get_turn_attempt(session_id, turn_id)
+
+
 class _CachedSessionLookup(CachedStore):
     def lookup_session(self, ref: str, project: str) -> Session:
         return cast(SessionLookupStore, self.inner).lookup_session(ref, project)
@@ -502,6 +538,7 @@ _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (LockingStore, _CachedLocking),
     (ForkStore, _CachedForks),
     (SessionLookupStore, _CachedSessionLookup),
+    (TurnAttemptStore, _CachedTurnAttempts),
 )
 
 

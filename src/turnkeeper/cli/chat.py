@@ -150,7 +150,7 @@ def _turn(turns: ChatTurns, session: Session, text: str, options: TurnOptions) -
             sys.stdout.write(delta_text(chunk))
             sys.stdout.flush()
     except KeyboardInterrupt:  # stop this answer (it is not stored), keep the chat
-        stream.close()
+        stream.cancel()
     finally:
         sys.stdout.write("\n")
         sys.stdout.flush()

@@ -14,6 +14,9 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 | `Forbidden`                            | 403    | a project key naming another project           |
 | `NotFound` (another project's too)     | 404    |                                                |
 | `Conflict` (`SeqConflict`, key taken)  | 409    |                                                |
+| `TurnInProgress`                       | 409    | with `Retry-After`: the turn's first request is|
+|                                        |        | still answering it; the same request later gets|
+|                                        |        | its answer (and the OpenAI SDKs retry it)      |
 | `SessionExpired`                       | 410    | readable for audit, never live again           |
 | `UpstreamError`                        | 502    | the model endpoint failed or refused (429 when |
 |                                        |        | it was rate-limited; its `Retry-After` passed) |
@@ -57,6 +60,7 @@ from turnkeeper.errors import (
     InvalidInput,
     NotFound,
     SessionExpired,
+    TurnInProgress,
     TurnkeeperError,
     Unauthenticated,
     Unsupported,
@@ -191,8 +195,10 @@ def respond(
     request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> JSONResponse:
     if request.url.path in OPENAI_PATHS:
-        if body["status"] < 500 and body["status"] not in (408, 429):
-            # The OpenAI SDKs retry a 409 by default; no other client error improves by retrying.
+        retryable = body["status"] in (408, 429) or "Retry-After" in (headers or {})
+        if body["status"] < 500 and not retryable:
+            # The OpenAI SDKs retry a 409 by default; no other client error improves by retrying
+            # (a 409 with `Retry-After`, a turn still being answered, does).
             headers = (headers or {}) | {"x-should-retry": "false"}
         return JSONResponse(openai_error(body), status_code=body["status"], headers=headers)
     return JSONResponse(body, status_code=body["status"], media_type=MEDIA_TYPE, headers=headers)
@@ -205,6 +211,8 @@ def _request_id(request: Request) -> str | None:
 def headers_for(status: int, error: Exception | None = None) -> dict[str, str] | None:
     if isinstance(error, UpstreamError) and error.retry_after:
         return {"Retry-After": error.retry_after}
+    if isinstance(error, TurnInProgress):
+        return {"Retry-After": str(error.retry_after)}
     if status == 401:
         return {"WWW-Authenticate": 'Bearer realm="turnkeeper"'}
     if status == 503:

@@ -20,6 +20,7 @@ from turnkeeper.storage.base import (
     SummaryStore,
     TraceStore,
     TransferStore,
+    TurnAttemptStore,
     require,
 )
 from turnkeeper.storage.memory import InMemoryStore
@@ -37,6 +38,7 @@ __all__ = [
     "SummaryStore",
     "TraceStore",
     "TransferStore",
+    "TurnAttemptStore",
     "open_backend",
     "require",
 ]

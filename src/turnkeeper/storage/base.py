@@ -7,8 +7,8 @@ explicitly, so one store serves any number of sessions and processes.
 
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
-`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `SessionLookupStore`,
-`VersionedReadStore`, `KnownVersionReadStore` — each a `runtime_checkable`
+`ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `TurnAttemptStore`,
+`SessionLookupStore`, `VersionedReadStore`, `KnownVersionReadStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
 bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
@@ -51,6 +51,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
+    TurnAttempt,
 )
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "SummaryStore",
     "TraceStore",
     "TransferStore",
+    "TurnAttemptStore",
     "VersionedReadStore",
     "check_fork",
     "check_retry",
@@ -525,6 +527,56 @@ class ForkStore(Protocol):
 
 
 @runtime_checkable
+class TurnAttemptStore(Protocol):
+    """Which request is answering each chat turn (`TurnAttempt`), shared by every process on
+    the store, so a retry that arrives while the model is still answering waits for that answer
+    instead of asking again.
+
+    A record is keyed by the session and the turn's message id, and goes with its session
+    (deleting the session deletes it). Times are the caller's (`now`, `lease_until`).
+    """
+
+    def begin_turn_attempt(
+        self,
+        session_id: str,
+        turn_id: str,
+        attempt_id: str,
+        *,
+        now: datetime,
+        lease_until: datetime,
+    ) -> TurnAttempt:
+        """Record `attempt_id` as answering the turn until `lease_until`, unless another
+        attempt holds it (`TurnAttempt.holds_turn_at(now)`: not failed, lease past `now`).
+
+        Returns the record after the call: this attempt's when it now holds the turn (a failed
+        or lapsed holder is replaced, its error cleared), else the holder's, unchanged. Atomic
+        across processes: of attempts beginning at once, exactly one gets its own record back.
+        Raises `SessionNotFound`.
+        """
+        ...
+
+    def renew_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, lease_until: datetime
+    ) -> bool:
+        """Move the lease of `attempt_id` on to `lease_until`; False (and nothing changed) when
+        the record is no longer this attempt's or has failed."""
+        ...
+
+    def end_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, error: str | None = None
+    ) -> None:
+        """`attempt_id` is done with the turn. Without `error` (its reply is stored, or it gave
+        up before asking the model) the record is deleted; with one it stays, holding the
+        failure for the attempts that waited, and the turn is free. Nothing happens when the
+        record is no longer this attempt's."""
+        ...
+
+    def get_turn_attempt(self, session_id: str, turn_id: str) -> TurnAttempt | None:
+        """The turn's record, or None (no attempt began, or the last one ended well)."""
+        ...
+
+
+@runtime_checkable
 class FullStore(
     Store,
     AgentStateStore,
@@ -534,6 +586,7 @@ class FullStore(
     AdminStore,
     TransferStore,
     ForkStore,
+    TurnAttemptStore,
     Protocol,
 ):
     """A store with every capability the service uses (what the bundled backends offer).

@@ -44,6 +44,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
+    TurnAttempt,
 )
 
 T = TypeVar("T")
@@ -73,6 +74,8 @@ class _Log:
     """By `covers_to_seq`."""
     traces: dict[int, str] = field(default_factory=dict)
     """By seq."""
+    attempts: dict[str, TurnAttempt] = field(default_factory=dict)
+    """By turn id."""
 
     def bump(self, **changes: Any) -> Session:
         """Replace the session with `changes` applied and its version moved on."""
@@ -668,6 +671,54 @@ class InMemoryStore:
                 key = dataclasses.replace(key, revoked_at=_utc(now))
                 self._api_keys[key_id] = (key, secret_hash)
             return key
+
+    # -- turn attempts ----------------------------------------------------------------------
+
+    def begin_turn_attempt(
+        self,
+        session_id: str,
+        turn_id: str,
+        attempt_id: str,
+        *,
+        now: datetime,
+        lease_until: datetime,
+    ) -> TurnAttempt:
+        with self._lock:
+            attempts = self._log(session_id).attempts
+            holder = attempts.get(turn_id)
+            if holder is None or not holder.holds_turn_at(_utc(now)):
+                holder = TurnAttempt(session_id, turn_id, attempt_id, _utc(lease_until))
+                attempts[turn_id] = holder
+            return holder
+
+    def renew_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, lease_until: datetime
+    ) -> bool:
+        with self._lock:
+            attempts = self._logs[session_id].attempts if session_id in self._logs else {}
+            record = attempts.get(turn_id)
+            if record is None or record.attempt_id != attempt_id or record.error is not None:
+                return False
+            attempts[turn_id] = dataclasses.replace(record, lease_until=_utc(lease_until))
+            return True
+
+    def end_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, error: str | None = None
+    ) -> None:
+        with self._lock:
+            attempts = self._logs[session_id].attempts if session_id in self._logs else {}
+            record = attempts.get(turn_id)
+            if record is None or record.attempt_id != attempt_id:
+                return
+            if error is None:
+                del attempts[turn_id]
+            elif record.error is None:
+                attempts[turn_id] = dataclasses.replace(record, error=error)
+
+    def get_turn_attempt(self, session_id: str, turn_id: str) -> TurnAttempt | None:
+        with self._lock:
+            log = self._logs.get(session_id)
+            return None if log is None else log.attempts.get(turn_id)
 
     # -- locks ------------------------------------------------------------------------------
 

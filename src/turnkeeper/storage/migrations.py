@@ -364,6 +364,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         postgres=(),
     ),
+    # A chat turn's model call is made by one attempt at a time across processes and replicas:
+    # the attempt holding the turn, its lease, and a failure left for the retries that waited.
+    Migration.written_once(
+        11,
+        "turn attempts",
+        """CREATE TABLE turn_attempts (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                turn_id TEXT NOT NULL,
+                attempt_id TEXT NOT NULL,
+                lease_until {time} NOT NULL,
+                error TEXT,
+                PRIMARY KEY (session_id, turn_id)
+            )""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

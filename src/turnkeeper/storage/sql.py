@@ -41,6 +41,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
+    TurnAttempt,
     Usage,
     build_message,
 )
@@ -207,6 +208,44 @@ INSERT_TRACE = (
     "INSERT INTO turn_traces (session_id, seq, data) VALUES (?, ?, ?)"
     " ON CONFLICT (session_id, seq) DO NOTHING"
 )
+
+
+# -- turn attempts: which request answers a chat turn (see `TurnAttemptStore`) -----------------
+
+TURN_ATTEMPT_COLUMNS = "session_id, turn_id, attempt_id, lease_until, error"
+BEGIN_TURN_ATTEMPT = (
+    f"INSERT INTO turn_attempts ({TURN_ATTEMPT_COLUMNS}) SELECT id, ?, ?, ?, NULL FROM sessions"
+    " WHERE id = ? ON CONFLICT (session_id, turn_id) DO UPDATE SET"
+    " attempt_id = excluded.attempt_id, lease_until = excluded.lease_until, error = NULL"
+    " WHERE turn_attempts.error IS NOT NULL OR turn_attempts.lease_until <= ?"
+)
+"""Take the turn for an attempt: a new record, or one replacing a failed or lapsed holder (a
+live holder is left as it is). Selecting from `sessions` makes a missing session insert
+nothing; one statement, so two attempts beginning at once cannot both take the turn."""
+SELECT_TURN_ATTEMPT = (
+    f"SELECT {TURN_ATTEMPT_COLUMNS} FROM turn_attempts WHERE session_id = ? AND turn_id = ?"
+)
+RENEW_TURN_ATTEMPT = (
+    "UPDATE turn_attempts SET lease_until = ?"
+    " WHERE session_id = ? AND turn_id = ? AND attempt_id = ? AND error IS NULL"
+)
+FAIL_TURN_ATTEMPT = (
+    "UPDATE turn_attempts SET error = ?"
+    " WHERE session_id = ? AND turn_id = ? AND attempt_id = ? AND error IS NULL"
+)
+DELETE_TURN_ATTEMPT = (
+    "DELETE FROM turn_attempts WHERE session_id = ? AND turn_id = ? AND attempt_id = ?"
+)
+
+
+def turn_attempt_from_row(row: Row, d: Dialect) -> TurnAttempt:
+    return TurnAttempt(
+        session_id=row["session_id"],
+        turn_id=row["turn_id"],
+        attempt_id=row["attempt_id"],
+        lease_until=d.decode_ts(row["lease_until"]),
+        error=row["error"],
+    )
 
 
 # -- branches: the prefix of a session copied into a new one (see `ForkStore`) -----------------
@@ -871,6 +910,10 @@ class SQLReads:
             f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY covers_to_seq"
         )
         return [summary_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
+
+    def get_turn_attempt(self, session_id: str, turn_id: str) -> TurnAttempt | None:
+        rows = self._read(SELECT_TURN_ATTEMPT, (session_id, turn_id))
+        return turn_attempt_from_row(rows[0], self.dialect) if rows else None
 
     def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
         query = (

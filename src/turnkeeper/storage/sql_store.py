@@ -45,6 +45,7 @@ from turnkeeper.types import (
     SessionPatch,
     SessionStatus,
     SummaryCheckpoint,
+    TurnAttempt,
 )
 
 
@@ -355,6 +356,43 @@ class SQLStore(sql.SQLReads):
                 self._bump_version(tx, checkpoint.session_id)
             row = tx.execute(sql.SELECT_SUMMARY, key).fetchone()
         return sql.summary_from_row(row, self.dialect)
+
+    # -- turn attempts ----------------------------------------------------------------------
+
+    def begin_turn_attempt(
+        self,
+        session_id: str,
+        turn_id: str,
+        attempt_id: str,
+        *,
+        now: datetime,
+        lease_until: datetime,
+    ) -> TurnAttempt:
+        d = self.dialect
+        params = (turn_id, attempt_id, d.encode_ts(lease_until), session_id, d.encode_ts(now))
+        with self._transaction() as tx:
+            tx.execute(sql.BEGIN_TURN_ATTEMPT, params)
+            row = tx.execute(sql.SELECT_TURN_ATTEMPT, (session_id, turn_id)).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return sql.turn_attempt_from_row(row, d)
+
+    def renew_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, lease_until: datetime
+    ) -> bool:
+        params = (self.dialect.encode_ts(lease_until), session_id, turn_id, attempt_id)
+        with self._transaction() as tx:
+            return tx.execute(sql.RENEW_TURN_ATTEMPT, params).rowcount > 0
+
+    def end_turn_attempt(
+        self, session_id: str, turn_id: str, attempt_id: str, *, error: str | None = None
+    ) -> None:
+        ids = (session_id, turn_id, attempt_id)
+        with self._transaction() as tx:
+            if error is None:
+                tx.execute(sql.DELETE_TURN_ATTEMPT, ids)
+            else:
+                tx.execute(sql.FAIL_TURN_ATTEMPT, (error, *ids))
 
     # -- lifecycle --------------------------------------------------------------------------
 

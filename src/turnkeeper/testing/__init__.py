@@ -16,7 +16,8 @@ Subclass a contract and give it a `store` fixture that yields a fresh, empty sto
 
 `StoreContract` covers the core `Store` every backend must have; `AgentStateContract`,
 `SummaryContract`, `TraceContract`, `ApiKeyContract`, `AdminContract`, `TransferContract`,
-`ForkContract` and `LockingContract` each cover one optional capability — mix in those your store offers.
+`ForkContract`, `TurnAttemptContract` and `LockingContract` each cover one optional capability —
+mix in those your store offers.
 `FullStoreContract` is all of them but locking. The tests call the store directly, with fixed
 times (`NOW`), so a failure names the rule the store broke.
 """
@@ -39,6 +40,7 @@ from turnkeeper.testing.capabilities import (
     SummaryContract,
     TraceContract,
     TransferContract,
+    TurnAttemptContract,
 )
 from turnkeeper.testing.core import StoreContract
 from turnkeeper.testing.forks import ForkContract
@@ -56,6 +58,7 @@ __all__ = [
     "SummaryContract",
     "TraceContract",
     "TransferContract",
+    "TurnAttemptContract",
     "draft",
     "new_session",
 ]

@@ -22,6 +22,7 @@ from turnkeeper.storage.base import (
     SummaryStore,
     TraceStore,
     TransferStore,
+    TurnAttemptStore,
 )
 from turnkeeper.testing.core import StoreContract
 from turnkeeper.testing.forks import ForkContract
@@ -51,6 +52,9 @@ class _Admin(Store, AdminStore, Protocol): ...
 
 
 class _Transfer(Store, TransferStore, Protocol): ...
+
+
+class _TurnAttempts(Store, TurnAttemptStore, Protocol): ...
 
 
 def _checkpoint(session_id: str, covers: int, text: str = "summary") -> SummaryCheckpoint:
@@ -467,6 +471,99 @@ class TransferContract:
             store.get_session(active.id)
 
 
+class TurnAttemptContract:
+    """`TurnAttemptStore`: one attempt holds a turn at a time; a failed or lapsed holder is
+    replaced; only the holder renews or ends its record."""
+
+    def _session(self, store: _TurnAttempts) -> Session:
+        return store.create_session(new_session(), now=NOW)
+
+    def test_the_first_attempt_takes_the_turn_and_the_next_finds_it_held(
+        self, store: _TurnAttempts
+    ) -> None:
+        session = self._session(store)
+        first = store.begin_turn_attempt(session.id, "t-1", "a", now=NOW, lease_until=LATER)
+        assert (first.attempt_id, first.lease_until, first.error) == ("a", LATER, None)
+        second = store.begin_turn_attempt(session.id, "t-1", "b", now=NOW, lease_until=LATER)
+        assert second == first
+        assert store.get_turn_attempt(session.id, "t-1") == first
+        other_turn = store.begin_turn_attempt(session.id, "t-2", "b", now=NOW, lease_until=LATER)
+        assert other_turn.attempt_id == "b"
+        assert store.get_turn_attempt(session.id, "t-3") is None
+
+    def test_a_lapsed_or_failed_holder_is_replaced_and_its_error_cleared(
+        self, store: _TurnAttempts
+    ) -> None:
+        session = self._session(store)
+        soon = NOW + timedelta(seconds=10)
+        store.begin_turn_attempt(session.id, "t", "a", now=NOW, lease_until=soon)
+        lapsed = store.begin_turn_attempt(session.id, "t", "b", now=soon, lease_until=LATER)
+        assert lapsed.attempt_id == "b"
+        store.end_turn_attempt(session.id, "t", "b", error='{"failed": true}')
+        failed = store.get_turn_attempt(session.id, "t")
+        assert failed is not None and failed.error == '{"failed": true}'
+        assert not failed.holds_turn_at(NOW)
+        taken = store.begin_turn_attempt(session.id, "t", "c", now=NOW, lease_until=LATER)
+        assert (taken.attempt_id, taken.error) == ("c", None)
+
+    def test_only_the_holder_renews_its_lease(self, store: _TurnAttempts) -> None:
+        session = self._session(store)
+        store.begin_turn_attempt(session.id, "t", "a", now=NOW, lease_until=LATER)
+        later_still = LATER + timedelta(minutes=5)
+        assert store.renew_turn_attempt(session.id, "t", "a", lease_until=later_still) is True
+        assert store.renew_turn_attempt(session.id, "t", "b", lease_until=NOW) is False
+        assert store.renew_turn_attempt(MISSING, "t", "a", lease_until=NOW) is False
+        record = store.get_turn_attempt(session.id, "t")
+        assert record is not None and (record.attempt_id, record.lease_until) == (
+            "a",
+            later_still,
+        )
+        store.end_turn_attempt(session.id, "t", "a", error="failed")
+        assert store.renew_turn_attempt(session.id, "t", "a", lease_until=NOW) is False
+
+    def test_only_the_holder_ends_its_record_and_ending_well_deletes_it(
+        self, store: _TurnAttempts
+    ) -> None:
+        session = self._session(store)
+        held = store.begin_turn_attempt(session.id, "t", "a", now=NOW, lease_until=LATER)
+        store.end_turn_attempt(session.id, "t", "b", error="not mine")
+        store.end_turn_attempt(session.id, "t", "b")
+        store.end_turn_attempt(MISSING, "t", "a")
+        assert store.get_turn_attempt(session.id, "t") == held
+        store.end_turn_attempt(session.id, "t", "a")
+        assert store.get_turn_attempt(session.id, "t") is None
+
+    def test_a_missing_session_has_no_attempts_and_its_records_go_with_it(
+        self, store: _TurnAttempts
+    ) -> None:
+        with pytest.raises(SessionNotFound):
+            store.begin_turn_attempt(MISSING, "t", "a", now=NOW, lease_until=LATER)
+        assert store.get_turn_attempt(MISSING, "t") is None
+        session = self._session(store)
+        store.begin_turn_attempt(session.id, "t", "a", now=NOW, lease_until=LATER)
+        store.delete_session(session.id)
+        assert store.get_turn_attempt(session.id, "t") is None
+
+    def test_of_attempts_beginning_at_once_exactly_one_holds_the_turn(
+        self, store: _TurnAttempts
+    ) -> None:
+        session = self._session(store)
+        start = threading.Barrier(8)
+        holders: list[str] = []
+
+        def begin(attempt: str) -> None:
+            start.wait(timeout=10)
+            record = store.begin_turn_attempt(session.id, "t", attempt, now=NOW, lease_until=LATER)
+            holders.append(record.attempt_id)
+
+        threads = [threading.Thread(target=begin, args=(f"a{n}",)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert len(holders) == 8 and len(set(holders)) == 1
+
+
 class FullStoreContract(
     StoreContract,
     AgentStateContract,
@@ -476,6 +573,7 @@ class FullStoreContract(
     AdminContract,
     TransferContract,
     ForkContract,
+    TurnAttemptContract,
 ):
     """Every contract but locking: what a store standing in for the bundled ones must pass."""
 

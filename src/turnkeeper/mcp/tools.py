@@ -149,8 +149,9 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
         ctx: Context,
         key: Annotated[
             str,
-            Field(description="The session's key: a name you choose (e.g. 'ticket-4711'), "
-                  "unique among the live sessions of the project.", min_length=1),
+            Field(description="The session's key: a name you choose (e.g. 'ticket-4711') of "
+                  "letters, digits and . _ : @ + = ~ - (no /), unique among the live sessions "
+                  "of the project.", min_length=1),
         ],
         title: Annotated[str | None, Field(description="A title (new session only).")] = None,
         subject: Annotated[

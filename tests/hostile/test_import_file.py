@@ -198,3 +198,14 @@ def test_an_import_into_a_session_that_moved_on_keeps_its_version_and_seqs(
     assert "message 'm1-3' (seq 3) is stored in this session at another seq" in report.errors[0]
     assert tk.get_session(stored).version >= moved.version
     assert [(m.seq, m.content) for m in tk.history(stored)] == [(1, "hi"), (2, "local")]
+
+
+def test_what_older_versions_stored_imports_as_it_was(tk: Turnkeeper, tmp_path: Path) -> None:
+    """A key with `/` and a free-text phase were accepted once: their exports still import."""
+    file = tmp_path / "old.jsonl"
+    older = [session(1, key="team/42", phase="review"), message(1, 1)]
+    file.write_text("".join(json.dumps(record) + "\n" for record in older))
+    report = tk.transfer.import_sessions(file)
+    assert (report.errors, report.sessions_created, report.messages_added) == ([], 1, 1)
+    stored = tk.get_session("team/42", project="p")
+    assert (stored.id, stored.phase) == (_id(1), "review")

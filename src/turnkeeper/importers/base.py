@@ -33,7 +33,6 @@ from turnkeeper.validation import (
     check_metadata,
     check_name,
     check_non_negative,
-    check_phase,
     check_text,
 )
 
@@ -182,8 +181,10 @@ def parse_time(value: Any, name: str = "timestamp") -> datetime:
 
 def check_session(session: Session, settings: Settings) -> None:
     """`InvalidInput` naming the first field of an imported session that creating it through
-    the API would refuse. Its key is checked as a reference to a session (`check_name`), not as
-    a new key (`check_key`): an export keeps the keys stored before `/` was refused in them."""
+    the API would refuse. What older versions stored is taken as they stored it, so their
+    exports still import: the key is checked as a reference to a session (`check_name`), not as
+    a new key (`check_key`: keys once held `/`), and the phase as a label of up to 100
+    characters (phases were free text before they were a fixed list)."""
     check_name("id", session.id)
     check_name("key", session.key)
     if not check_name("project", session.project):
@@ -191,7 +192,7 @@ def check_session(session: Session, settings: Settings) -> None:
     check_text("subject", session.subject, max_length=255)
     check_text("kind", session.kind, max_length=100)
     check_text("title", session.title)
-    check_phase(session.phase)
+    check_text("phase", session.phase, max_length=100)
     check_metadata("metadata", session.metadata, max_bytes=settings.max_json_bytes)
     check_non_negative("version", session.version)
 

@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from turnkeeper.errors import InvalidInput, InvalidMessage
+from tests.conftest import Clock
+from turnkeeper.config import load_settings
+from turnkeeper.errors import ContentTooLarge, InvalidInput, InvalidMessage
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import NewMessage
+from turnkeeper.storage.base import Store
+from turnkeeper.types import NewMessage, Usage
+from turnkeeper.validation import MAX_JSON_DEPTH
 
 
 def _snapshot(tk: Turnkeeper, session_id: str) -> tuple[Any, ...]:
     return tk.get_session(session_id), tuple(tk.history(session_id))
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    """Metadata of `levels` objects one in the other (built without recursion, so as deep as
+    asked: no JSON text is ever made of it)."""
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"a": value}
+    return dict(value)
+
+
+TOO_DEEP = f"nests objects and arrays more than {MAX_JSON_DEPTH} levels deep"
+_CALL = {"id": "c", "function": {"name": "f", "arguments": "{}"}}
 
 
 def _cycle() -> dict[str, Any]:
@@ -55,6 +73,18 @@ def seeded(tk: Turnkeeper) -> str:
             "name",
         ),
         ({"role": "user", "content": "x", "id": "bad id with spaces"}, "id", "not a valid id"),
+        (
+            {"role": "user", "content": "x", "metadata": _nested(MAX_JSON_DEPTH + 1)},
+            "metadata",
+            TOO_DEEP,
+        ),
+        ({"role": "user", "content": "x", "metadata": _nested(100_000)}, "metadata", TOO_DEEP),
+        (
+            {"role": "assistant", "content": "", "tool_calls": [{**_CALL, "x": _nested(100_000)}]},
+            "tool_calls",
+            TOO_DEEP,
+        ),
+        ({"role": "user", "content": "x", "usage": Usage(2**63, 0)}, "usage", "from 0 to"),
     ],
 )
 def test_bad_message_is_rejected_naming_the_field_and_nothing_changes(
@@ -87,6 +117,16 @@ def test_a_bad_message_inside_a_batch_names_its_index_and_stores_none(
         (lambda tk: tk.create_session(metadata=[1, 2]), "metadata"),
         (lambda tk: tk.get_or_create_session("bad key!"), "key"),
         (lambda tk: tk.update_session("seeded", metadata="nope"), "metadata"),
+        (lambda tk: tk.create_session(metadata=_nested(100_000)), "metadata"),
+        (
+            lambda tk: tk.get_or_create_session("new", metadata=_nested(MAX_JSON_DEPTH + 1)),
+            "metadata",
+        ),
+        (lambda tk: tk.update_session("seeded", metadata=_nested(300)), "metadata"),
+        (lambda tk: tk.fork("seeded", 1, metadata=_nested(300)), "metadata"),
+        (lambda tk: tk.create_session(key="a/b"), "key"),
+        (lambda tk: tk.get_or_create_session("a/b"), "key"),
+        (lambda tk: tk.fork("seeded", 1, key="a/b"), "key"),
         (lambda tk: tk.context("seeded", strategy="magic"), "strategy"),
         (lambda tk: tk.context("seeded", max_tokens=0), "max_tokens"),
         (lambda tk: tk.context("seeded", max_tokens=-100), "max_tokens"),
@@ -111,3 +151,31 @@ def test_bad_arguments_are_rejected_naming_the_field(
     assert info.value.field == field
     assert _snapshot(tk, seeded) == before
     assert tk.list_sessions().items == sessions_before
+
+
+def test_a_json_value_over_the_size_limit_is_refused_naming_its_field(
+    store: Store, tmp_path: Path, clock: Clock
+) -> None:
+    settings = load_settings(database_url=f"sqlite:///{tmp_path / 'x.db'}", max_json_bytes=100)
+    tk = Turnkeeper(store, settings, clock=clock)
+    session = tk.create_session(metadata={"t": "x" * 90})  # 98 bytes as JSON: fits
+    with pytest.raises(ContentTooLarge) as info:
+        tk.update_session(session, metadata={"t": "x" * 100})
+    assert (info.value.field, info.value.problem) == (
+        "metadata", "is 108 bytes as JSON; the limit is 100 bytes"
+    )  # fmt: skip
+    call = {**_CALL, "x": "y" * 100}
+    with pytest.raises(ContentTooLarge, match="tool_calls: is "):
+        tk.append(session, "assistant", "", tool_calls=[call])
+    with pytest.raises(ContentTooLarge, match=r"messages\[1\]\.metadata: is 108 bytes"):
+        tk.append_many(
+            session, [NewMessage("user", "a"), NewMessage("user", "b", metadata={"t": "x" * 100})]
+        )
+    assert tk.history(session) == [] and tk.get_session(session).metadata == {"t": "x" * 90}
+
+
+def test_a_json_value_exactly_at_the_depth_limit_is_stored_whole(tk: Turnkeeper) -> None:
+    session = tk.create_session(metadata=_nested(MAX_JSON_DEPTH))
+    stored = tk.append(session, "user", "x", metadata=_nested(MAX_JSON_DEPTH))
+    assert tk.get_session(session).metadata == _nested(MAX_JSON_DEPTH)
+    assert tk.history(session) == [stored] and stored.metadata == _nested(MAX_JSON_DEPTH)

@@ -32,12 +32,12 @@ def test_export_then_import_round_trips_every_field(
     with out.open("w", encoding="utf-8") as handle:
         assert export_sessions(tk.store, ids, handle) == (2, 4)
     target = Turnkeeper(make_sqlite_store(tmp_path / "target.db"), settings, clock=clock)
-    report = import_sessions(target.store, out)
+    report = import_sessions(target, out)
     assert (report.sessions_created, report.messages_added, report.errors) == (2, 4, [])
     for session_id in ids:
         assert target.get_session(session_id) == tk.get_session(session_id)
         assert target.history(session_id) == tk.history(session_id)
-    again = import_sessions(target.store, out)
+    again = import_sessions(target, out)
     assert (again.sessions_created, again.messages_added) == (0, 0)
     assert target.get_session(ids[0]) == tk.get_session(ids[0])
 
@@ -50,7 +50,7 @@ def test_dry_run_reports_without_writing(
     with out.open("w", encoding="utf-8") as handle:
         export_sessions(tk.store, ids, handle)
     target = Turnkeeper(make_sqlite_store(tmp_path / "target.db"), settings)
-    report = import_sessions(target.store, out, dry_run=True)
+    report = import_sessions(target, out, dry_run=True)
     assert (report.sessions_created, report.messages_added) == (2, 4)
     assert target.list_sessions().items == ()
 
@@ -67,7 +67,7 @@ def test_malformed_lines_are_named_and_the_rest_imports(
     lines.insert(4, '{"type": "message", "id": "z"}')
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     target = Turnkeeper(make_sqlite_store(tmp_path / "target.db"), settings)
-    report = import_sessions(target.store, out)
+    report = import_sessions(target, out)
     assert len(report.errors) == 2
     assert report.errors[0].startswith(f"{out}:3: ")
     assert report.errors[1].startswith(f"{out}:5: ")

@@ -240,6 +240,14 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(
         default=1024 * 1024, gt=0, description="Largest message content accepted (UTF-8 bytes)."
     )
+    max_json_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        gt=0,
+        description="Largest JSON value accepted (a session's or message's metadata, a "
+        "message's tool calls), as compact UTF-8 JSON; the default is the HTTP body limit's, "
+        "so what one request can carry, every interface takes. Values also nest at most 64 "
+        "levels of objects and arrays.",
+    )
 
     # -- the HTTP service (`turnkeeper serve`) ---------------------------------------------
     host: str = Field(default="127.0.0.1", description="Address `turnkeeper serve` binds to.")

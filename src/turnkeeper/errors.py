@@ -14,7 +14,8 @@ of them.
     │   └── TurnInProgress       (another request is still answering this chat turn)
     ├── InvalidInput             (bad value supplied by a caller; names the field)
     │   ├── InvalidMessage
-    │   │   └── ContentTooLarge  (a message over `max_message_bytes`)
+    │   │   └── ContentTooLarge  (content or a JSON value over its size limit)
+    │   ├── MalformedRequest     (the request itself: a header sent twice)
     │   └── InvalidConfig
     ├── ContextBudgetExceeded
     ├── BackendUnavailable
@@ -101,8 +102,14 @@ class InvalidMessage(InvalidInput):
 
 
 class ContentTooLarge(InvalidMessage):
-    """A message's content is larger than `max_message_bytes` (HTTP 413, not 422: the cure is
-    a smaller body, not a different value)."""
+    """A message's content is larger than `max_message_bytes`, or a JSON value (metadata, tool
+    calls) larger than `max_json_bytes` (HTTP 413, not 422: the cure is a smaller body, not a
+    different value)."""
+
+
+class MalformedRequest(InvalidInput):
+    """The request is malformed as a whole rather than a value in it: a header that may appear
+    once sent several times (HTTP 400). `field` names the header."""
 
 
 class IdempotencyKeyReused(InvalidInput):

@@ -8,18 +8,25 @@ stored), so export → import round-trips exactly, and importing the same file t
 the second time. The same format is the cold-storage archive. Format 2 added the trace records;
 a format 1 file (no traces) imports unchanged. The records' shapes are `turnkeeper.records`';
 this module reads and writes files of them.
+
+An import checks every line as the API would check what it carries (`turnkeeper.importers`):
+a message as `append` does (its limits included), counted again in this store's encoding (a
+record's `tokens` is not read), with the seq that follows the last one imported; a session as
+`create_session` does; a trace's JSON within its bounds. A line that fails is reported as
+`FILE:LINE: problem` and the rest is imported, so one bad line never stops an import.
 """
 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from turnkeeper.errors import InvalidInput
-from turnkeeper.importers.base import Batch, run_import
+from turnkeeper.importers.base import Batch, ImportTarget, run_import
 from turnkeeper.importers.base import ImportReport as ImportReport  # re-exported: its old home
 from turnkeeper.records import FORMAT_VERSION as FORMAT_VERSION  # re-exported: its old home
 from turnkeeper.records import (
@@ -31,7 +38,8 @@ from turnkeeper.records import (
     trace_record,
 )
 from turnkeeper.storage.base import Store, TraceStore
-from turnkeeper.types import Role, Session
+from turnkeeper.types import Message, NewMessage, Role, Session
+from turnkeeper.validation import MAX_TRACE_DEPTH, check_json, parse_json
 
 
 def export_sessions(
@@ -70,8 +78,9 @@ _WIDE_BOMS = {
 }
 
 
-def read_batches(path: Path, report: ImportReport) -> Iterator[Batch]:
-    """The sessions of a JSONL export, one batch each (see `turnkeeper.importers`).
+def read_batches(tk: ImportTarget, path: Path, report: ImportReport) -> Iterator[Batch]:
+    """The sessions of a JSONL export, one batch each (see `turnkeeper.importers`), checked
+    against `tk`'s rules.
 
     JSONL is UTF-8: a file that starts with a UTF-16 or UTF-32 byte order mark is refused as a
     whole (every line would be malformed), a UTF-8 one is skipped, and a line that is not UTF-8
@@ -90,18 +99,25 @@ def read_batches(path: Path, report: ImportReport) -> Iterator[Batch]:
                     f"iconv -f {name} -t UTF-8)",
                 )
         handle.seek(len(codecs.BOM_UTF8) if start.startswith(codecs.BOM_UTF8) else 0)
-        yield from _batches(path, handle, report)
+        yield from _batches(tk, path, handle, report)
 
 
-def _batches(path: Path, lines: Iterable[bytes], report: ImportReport) -> Iterator[Batch]:
-    """Group records into per-session batches; malformed lines are reported and skipped."""
+_RECORD_DEPTH = MAX_TRACE_DEPTH + 1
+"""How deep a valid record nests: its values (a trace the deepest) sit one level into it."""
+
+
+def _batches(
+    tk: ImportTarget, path: Path, lines: Iterable[bytes], report: ImportReport
+) -> Iterator[Batch]:
+    """Group records into per-session batches; a line that fails is reported and skipped."""
     batch: Batch | None = None
+    ids: set[str] = set()  # of the batch's messages
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             line = raw.decode("utf-8")  # a UnicodeDecodeError is a ValueError: malformed
-            record = json.loads(line)
+            record = parse_json(line, levels=_RECORD_DEPTH)
             if not isinstance(record, dict):
                 raise ValueError("a record must be a JSON object")
             kind = record.get("type")
@@ -109,35 +125,76 @@ def _batches(path: Path, lines: Iterable[bytes], report: ImportReport) -> Iterat
                 if batch is not None:
                     yield batch
                 batch = Batch(session_from_record(record), f"{path}:{number}")
+                ids = set()
                 report.sessions_seen += 1
             elif kind == "message":
-                message = message_from_record(record)
-                if batch is None or message.session_id != batch.session.id:
+                if batch is None or record.get("session_id") != batch.session.id:
                     raise ValueError("message record does not follow its session record")
+                message = _message(tk, record, batch.messages[-1].seq if batch.messages else 0)
+                if message.id in ids:
+                    raise InvalidInput("id", f"{message.id!r} is an earlier message's id")
+                ids.add(message.id)
                 batch.messages.append(message)
                 report.messages_seen += 1
             elif kind == "trace":
                 if batch is None or record.get("session_id") != batch.session.id:
                     raise ValueError("trace record does not follow its session record")
-                replies = {m.seq for m in batch.messages if m.role is Role.ASSISTANT}
-                batch.traces.append(trace_from_record(record, replies))
+                batch.traces.append(_trace(tk, record, batch.messages))
             else:
                 raise ValueError(f"unknown record type {kind!r}")
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, InvalidInput) as exc:
             detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             report.errors.append(f"{path}:{number}: {detail}")
     if batch is not None:
         yield batch
 
 
+def _message(tk: ImportTarget, record: dict[str, Any], last_seq: int) -> Message:
+    """A message record as `append` would store it after the session's message `last_seq`
+    (the last one imported): checked by `tk.draft`, with its tokens counted in this store's
+    encoding, keeping its id, seq and time. Its seq must be the next one: a session's seqs run
+    1, 2, 3… without a gap (a gap is also what a bad line before it leaves)."""
+    message = message_from_record(record)
+    expected = last_seq + 1
+    if message.seq != expected:
+        raise InvalidInput(
+            "seq",
+            f"is {message.seq} where {expected} was expected: a session's messages are"
+            " numbered 1, 2, 3, … without gaps",
+        )
+    draft = tk.draft(
+        NewMessage(
+            role=message.role, content=message.content, author=message.author,
+            internal=message.internal, id=message.id, metadata=message.metadata,
+            usage=message.usage, tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+        )
+    )  # fmt: skip
+    return dataclasses.replace(
+        message, role=draft.role, tokens=draft.tokens, tool_calls=draft.tool_calls,
+        metadata=draft.metadata,
+    )  # fmt: skip
+
+
+def _trace(tk: ImportTarget, record: dict[str, Any], messages: list[Message]) -> tuple[int, str]:
+    """A trace record of one of `messages`' replies, its document within the bounds of a JSON
+    value (`MAX_TRACE_DEPTH` deep, `max_json_bytes` large)."""
+    replies = {m.seq for m in messages if m.role is Role.ASSISTANT}
+    seq, data = trace_from_record(record, replies)
+    check_json("trace", record["trace"], max_bytes=tk.settings.max_json_bytes,
+               max_depth=MAX_TRACE_DEPTH)  # fmt: skip
+    return seq, data
+
+
 def import_sessions(
-    store: Store,
+    tk: ImportTarget,
     path: Path,
     *,
     dry_run: bool = False,
     progress: Callable[[Session], None] | None = None,
 ) -> ImportReport:
-    """Import a JSONL export. Idempotent; malformed lines are reported, the rest imported."""
+    """Import a JSONL export into `tk` (a `Turnkeeper`). Idempotent; a line that fails is
+    reported as `FILE:LINE: problem` and the rest is imported."""
     report = ImportReport()
-    batches = read_batches(path, report)
-    return run_import(store, batches, report, dry_run=dry_run, progress=progress)
+    batches = read_batches(tk, path, report)
+    return run_import(tk, batches, report, dry_run=dry_run, progress=progress)

@@ -3,9 +3,9 @@
 Every reader and writer of turnkeeper's data outside the database speaks these shapes: the JSONL
 export and archive (`turnkeeper.jsonl`), the CLI's `--json` output, the Redis cache's entries
 (`turnkeeper.cache`) and the HTTP service's payloads where they carry the same fields. Keeping the
-shapes in a leaf module (it imports only `types` and `errors`) is what lets all of them share it
-without importing one another: the cache needs no part of the export format's machinery, and the
-export format none of the importers'.
+shapes in a leaf module (it imports only the foundation's `types`, `jsonenc` and `validation`) is
+what lets all of them share it without importing one another: the cache needs no part of the
+export format's machinery, and the export format none of the importers'.
 
 Times are fixed-width UTC ISO 8601 strings (`to_ts`), which sort in time order as text.
 """
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from turnkeeper import jsonenc
 from turnkeeper.types import (
     AgentState,
     ContextReport,
@@ -30,6 +31,7 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
+from turnkeeper.validation import MAX_TRACE_DEPTH
 
 FORMAT_VERSION = 2
 """The JSONL export format a `session` record declares. Format 2 added the trace records."""
@@ -100,13 +102,13 @@ def session_from_record(record: dict[str, Any]) -> Session:
         created_at=from_ts(record["created_at"]),
         updated_at=from_ts(record["updated_at"]),
         expires_at=from_ts_or_none(record.get("expires_at")),
-        message_count=int(record.get("message_count", 0)),
-        last_seq=int(record.get("last_seq", 0)),
-        stored_tokens=int(record.get("stored_tokens", 0)),
-        usage_input_tokens=int(record.get("usage_input_tokens", 0)),
-        usage_output_tokens=int(record.get("usage_output_tokens", 0)),
+        message_count=whole(record, "message_count", 0),
+        last_seq=whole(record, "last_seq", 0),
+        stored_tokens=whole(record, "stored_tokens", 0),
+        usage_input_tokens=whole(record, "usage_input_tokens", 0),
+        usage_output_tokens=whole(record, "usage_output_tokens", 0),
         metadata=json_object(record.get("metadata"), "metadata"),
-        version=int(record.get("version", 0)),
+        version=whole(record, "version", 0),
     )
 
 
@@ -142,19 +144,21 @@ def message_from_record(record: dict[str, Any]) -> Message:
     content = record["content"]
     if not isinstance(content, str):
         raise ValueError("content must be text")
+    if usage is not None and not isinstance(usage, dict):
+        raise ValueError("usage must be an object of input_tokens and output_tokens")
     return Message(
         id=str(record["id"]),
         session_id=str(record["session_id"]),
-        seq=int(record["seq"]),
+        seq=whole(record, "seq"),
         role=Role(record["role"]),
         author=record.get("author"),
         content=content,
-        internal=bool(record.get("internal", False)),
+        internal=record.get("internal", False),  # a bool; an import's `draft` checks it
         created_at=from_ts(record["created_at"]),
-        tokens=int(record["tokens"]),
+        tokens=whole(record, "tokens"),
         usage=None
         if usage is None
-        else Usage(int(usage["input_tokens"]), int(usage["output_tokens"])),
+        else Usage(whole(usage, "input_tokens"), whole(usage, "output_tokens")),
         tool_calls=tuple(tool_calls) if tool_calls is not None else None,
         tool_call_id=record.get("tool_call_id"),
         metadata=json_object(record.get("metadata"), "metadata"),
@@ -164,7 +168,8 @@ def message_from_record(record: dict[str, Any]) -> Message:
 def trace_record(session_id: str, seq: int, data: str) -> dict[str, Any]:
     """A stored trace: the reply's seq and the trace document as stored (its window entries
     refer to the exported messages by seq, which import keeps)."""
-    return {"type": "trace", "session_id": session_id, "seq": seq, "trace": json.loads(data)}
+    trace = jsonenc.loads_within(data, MAX_TRACE_DEPTH)
+    return {"type": "trace", "session_id": session_id, "seq": seq, "trace": trace}
 
 
 def trace_from_record(record: dict[str, Any], replies: set[int]) -> tuple[int, str]:
@@ -174,6 +179,16 @@ def trace_from_record(record: dict[str, Any], replies: set[int]) -> tuple[int, s
         raise ValueError(f"trace seq {seq!r} is not an assistant message of its session")
     trace = json_object(record["trace"], "trace")
     return seq, json.dumps(trace, separators=(",", ":"), ensure_ascii=False)
+
+
+def whole(record: Mapping[str, Any], name: str, default: int | None = None) -> int:
+    """The integer `record[name]` (`default` when it is absent, if given); `ValueError` naming
+    it if it is anything else (a float, a numeral in a string, true), rather than `int()`'s
+    guess at one."""
+    value = record[name] if default is None else record.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
+    return value
 
 
 def json_object(value: Any, name: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from turnkeeper import jsonenc
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import NotFound
 from turnkeeper.service import SessionRef, Turnkeeper
@@ -34,6 +35,7 @@ from turnkeeper.types import (
     StrategyName,
     Usage,
 )
+from turnkeeper.validation import MAX_TRACE_DEPTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +269,9 @@ def encode(store: Store, trace: TurnTrace) -> str:
 def decode(store: Store, session_id: str, rows: Sequence[tuple[int, str]]) -> list[TurnTrace]:
     """Stored traces `(seq, data)` of one session back to `TurnTrace`s, the referred messages
     read once."""
-    raws: list[dict[str, Any]] = [json.loads(data) | {"seq": seq} for seq, data in rows]
+    raws: list[dict[str, Any]] = [
+        jsonenc.loads_within(data, MAX_TRACE_DEPTH) | {"seq": seq} for seq, data in rows
+    ]
     wanted = (e["seq"] for raw in raws for e in raw["window"] if e.get("stored"))
     stored = _stored(store, session_id, wanted)
     traces = []

@@ -11,51 +11,100 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from turnkeeper import jsonenc
 from turnkeeper.errors import ContentTooLarge, InvalidInput, InvalidMessage
 from turnkeeper.types import JSONObject, NewMessage, Phase, Role, StrategyName, Usage
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=~-]{0,254}$"
-"""What a name (session key, project, subject, message id, agent, …) may be: the one definition,
-used by `check_name` here and by the HTTP service's schemas and parameters (so the OpenAPI shows
-it). Starts with a letter or digit; at most 255 characters, none of them blank or quoting."""
+"""What a name (project, subject, message id, agent, a reference to a session, …) may be: the
+one definition, used by `check_name` here and by the HTTP service's schemas and parameters (so
+the OpenAPI shows it). Starts with a letter or digit; at most 255 characters, none of them
+blank or quoting."""
+
+KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+=~-]{0,254}$"
+"""What a new session key may be: a name without `/`. A key is a segment of the URLs that
+address its session (`/v1/sessions/{key}`, the UI's `/sessions/{key}`, the MCP transcript's
+`turnkeeper://sessions/{key}/transcript`), and a `/` in it (even sent as `%2F`) splits the
+segment, so no URL could reach it. Keys stored before this rule stay readable: by id
+everywhere, by key wherever it is not a URL path (the library, the CLI, MCP tools, the `key`
+filter of a listing), and an import restores them as they were."""
 
 _NAME = re.compile(NAME_PATTERN)
+_KEY = re.compile(KEY_PATTERN)
 _ROLES = ", ".join(role.value for role in Role)
-_STRICT_JSON = json.JSONEncoder(allow_nan=False)
-"""`json.dumps(value, allow_nan=False)` without building an encoder per call."""
-_PLAIN_LEAVES = (str, int, bool, type(None))
+
+MAX_JSON_DEPTH = 64
+"""How many levels of objects and arrays a JSON value (metadata, tool calls) may nest: the one
+bound, checked where values come in (`check_json`) and kept where stored ones are read back
+(`turnkeeper.storage.codec.load_json`), so a value read is always one that could be written.
+
+Real metadata nests a few levels; 64 leaves room for any document a program builds, and stays
+well below what the readers on the way out handle (pydantic's serializer, which every HTTP
+answer passes, stops at about 250 levels; Python's json module at about 1,000), with room for
+the envelope an answer wraps around the value."""
+
+MAX_TRACE_DEPTH = MAX_JSON_DEPTH + 16
+"""The same bound for a turn trace (`turnkeeper.traces`), which holds its window's tool calls
+a few levels down (trace → window → entry → tool calls)."""
+
+_STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+"""`json.dumps(value, allow_nan=False)` as stored (UTF-8, compact), without building an encoder
+per call: what a value's size is measured on."""
+_LARGEST_INT = 2**64
+"""Integers below this in size are at most 20 characters of JSON (see `_plain_size`)."""
+_LEAF_SIZE = 25
+"""An upper bound of the JSON text of any number in `_plain_size`'s range, and of true, false
+and null."""
 
 
-def _clean(value: Any, depth: int = 0) -> bool:
-    """True when `value` is made only of dicts with string keys, lists and plain strings,
-    numbers, booleans and None (exact types, finite floats, at most 32 levels deep), and every
-    string in it, keys included, is storable (as `check_storable`): one walk, with no field
-    names built, for the common case of good input. False means "not sure": the strict encoder
-    and the precise checks then run and name the problem (a cycle shows up here as too deep)."""
+def _plain_size(value: Any, depth: int = 0) -> int:
+    """An upper bound of `value`'s size as JSON, in UTF-8 bytes, when it is made only of dicts
+    with string keys, lists and plain strings, 64-bit integers, finite floats, booleans and None
+    (exact types), nests at most `MAX_JSON_DEPTH` levels, and every string in it, keys
+    included, is storable (as `check_storable`): one walk, with no field names and no JSON text
+    built, for the common case of good input. -1 means "not sure": `check_json` then runs the
+    precise checks, which name the problem (a cycle shows up here as too deep).
+
+    A string is counted at 6 bytes a character (a `\\u00XX` escape, the most one takes)."""
     kind = type(value)
     if kind is str:
-        return "\x00" not in value and (value.isascii() or _encodes(value))
-    if kind in _PLAIN_LEAVES:
-        return True
+        return _string_size(value)
+    if kind is int:
+        return _LEAF_SIZE if -_LARGEST_INT < value < _LARGEST_INT else -1
+    if kind is bool or value is None:
+        return _LEAF_SIZE
     if kind is float:
-        return math.isfinite(value)
-    if depth >= 32:
-        return False
-    # Loops rather than `all(generator)`, and strings checked in line: metadata is walked on
+        return _LEAF_SIZE if math.isfinite(value) else -1
+    if depth >= MAX_JSON_DEPTH:
+        return -1
+    size = 2  # the brackets
+    # Loops rather than `sum(generator)`, and strings checked in line: metadata is walked on
     # every append, and it is mostly a few string keys and values.
     if kind is dict:
         for key, item in value.items():
-            if type(key) is not str or "\x00" in key or not (key.isascii() or _encodes(key)):
-                return False
-            if type(item) is str:
-                if "\x00" in item or not (item.isascii() or _encodes(item)):
-                    return False
-            elif not _clean(item, depth + 1):
-                return False
-        return True
+            if type(key) is not str:
+                return -1
+            key_size = _string_size(key)
+            item_size = _string_size(item) if type(item) is str else _plain_size(item, depth + 1)
+            if key_size < 0 or item_size < 0:
+                return -1
+            size += key_size + item_size + 2  # the colon and the comma
+        return size
     if kind is list:
-        return all(_clean(item, depth + 1) for item in value)
-    return False
+        for item in value:
+            item_size = _plain_size(item, depth + 1)
+            if item_size < 0:
+                return -1
+            size += item_size + 1
+        return size
+    return -1
+
+
+def _string_size(text: str) -> int:
+    """An upper bound of a storable string's size as JSON (-1 if it is not storable)."""
+    if "\x00" in text or not (text.isascii() or _encodes(text)):
+        return -1
+    return 6 * len(text) + 2
 
 
 def _encodes(text: str) -> bool:
@@ -104,14 +153,26 @@ def check_storable(field: str, value: Any, *, error: type[InvalidInput] = Invali
 def check_name(
     field: str, value: str | None, *, error: type[InvalidInput] = InvalidInput
 ) -> str | None:
-    """Keys, projects and client message ids: 1–255 characters of letters, digits and
-    `. _ : @ / + = ~ -`, starting with a letter or digit (safe in URLs, paths and logs)."""
+    """Projects, client message ids, agents and references to sessions: 1–255 characters of
+    letters, digits and `. _ : @ / + = ~ -`, starting with a letter or digit (safe in paths and
+    logs)."""
+    return _check_pattern(field, value, _NAME, ". _ : @ / + = ~ -", error)
+
+
+def check_key(field: str, value: str | None) -> str | None:
+    """A new session's key: a name without `/` (see `KEY_PATTERN`)."""
+    return _check_pattern(field, value, _KEY, ". _ : @ + = ~ - (no /)", InvalidInput)
+
+
+def _check_pattern(
+    field: str, value: str | None, pattern: re.Pattern[str], others: str, error: type[InvalidInput]
+) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not pattern.match(value):
         raise error(
             field,
-            f"{value!r} is not a valid {field}: use 1-255 letters, digits or . _ : @ / + = ~ -,"
+            f"{value!r} is not a valid {field}: use 1-255 letters, digits or {others},"
             " starting with a letter or digit",
         )
     return value
@@ -130,21 +191,77 @@ def check_text(field: str, value: str | None, *, max_length: int = 1000) -> str 
 
 
 def check_metadata(
-    field: str, value: Any, *, error: type[InvalidInput] = InvalidInput
+    field: str, value: Any, *, max_bytes: int, error: type[InvalidInput] = InvalidInput
 ) -> dict[str, Any]:
-    """A JSON object (dict with string keys whose values JSON can encode)."""
+    """A JSON object (dict with string keys), within the limits of `check_json`."""
     if value is None:
         return {}
-    if type(value) is dict and _clean(value):
+    if type(value) is dict and 0 <= _plain_size(value) <= max_bytes:
         return dict(value)
     if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
         raise error(field, f"must be a JSON object, got {type(value).__name__}")
-    try:
-        _STRICT_JSON.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise error(field, f"must be a JSON object: {exc}") from None
-    check_storable(field, value, error=error)
+    check_json(field, value, max_bytes=max_bytes, error=error)
     return dict(value)
+
+
+def check_json(
+    field: str,
+    value: Any,
+    *,
+    max_bytes: int,
+    max_depth: int = MAX_JSON_DEPTH,
+    error: type[InvalidInput] = InvalidInput,
+) -> None:
+    """`value` is a JSON value every backend stores and every interface hands back: at most
+    `max_depth` levels of objects and arrays, no cycle, nothing JSON cannot encode (NaN, a
+    set, an object), every string storable (`check_storable`), and at most `max_bytes` as
+    compact UTF-8 JSON text (a `ContentTooLarge`: the cure is a smaller value).
+
+    The depth is checked first, by a walk that stops at the limit: the encoder and
+    `check_storable` recurse, and would fail on a value nested thousands of levels deep."""
+    problem = _nesting_problem(value, max_depth, [])
+    if problem is not None:
+        raise error(field, problem)
+    try:
+        text = _STRICT_JSON.encode(value)
+    except (TypeError, ValueError) as exc:
+        raise error(field, f"must be JSON: {exc}") from None
+    check_storable(field, value, error=error)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise ContentTooLarge(field, f"is {size} bytes as JSON; the limit is {max_bytes} bytes")
+
+
+def parse_json(text: str, *, levels: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads(text)` for JSON from outside (a command-line option, a line of an import)
+    that is to hold values of at most `levels` levels, without ever failing on how deep it
+    nests: what lies more than `levels + 1` deep is cut off (`jsonenc.loads_within`), so a value
+    nested too deep is still too deep once read, and its check (`check_json`) names its field.
+    Raises `ValueError` (`json.JSONDecodeError`) for text that is not JSON."""
+    return jsonenc.loads_within(text, levels + 1)
+
+
+def _nesting_problem(value: Any, levels: int, enclosing: list[int]) -> str | None:
+    """Why `value` cannot be JSON of at most `levels` levels of objects and arrays (it contains
+    itself, or nests deeper), or None. `enclosing` holds the ids of the containers the walk is
+    in: it never goes more than `levels` deep."""
+    if isinstance(value, Mapping):
+        items: Any = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return None
+    if id(value) in enclosing:
+        return "must be JSON: Circular reference detected (it contains itself)"
+    if len(enclosing) == levels:
+        return f"nests objects and arrays more than {levels} levels deep"
+    enclosing.append(id(value))
+    for item in items:
+        problem = _nesting_problem(item, levels, enclosing)
+        if problem is not None:
+            return problem
+    enclosing.pop()
+    return None
 
 
 def check_strategy(value: StrategyName | str) -> StrategyName:
@@ -179,7 +296,7 @@ def check_role(value: Role | str) -> Role:
         raise InvalidMessage("role", f"unknown role {value!r}; choose one of {_ROLES}") from None
 
 
-def _check_tool_calls(value: Any) -> tuple[JSONObject, ...]:
+def _check_tool_calls(value: Any, max_bytes: int) -> tuple[JSONObject, ...]:
     if not isinstance(value, list | tuple) or not value:
         raise InvalidMessage("tool_calls", "must be a non-empty list of tool calls")
     calls: list[JSONObject] = []
@@ -195,16 +312,18 @@ def _check_tool_calls(value: Any) -> tuple[JSONObject, ...]:
         if not isinstance(function.get("arguments", ""), str):
             raise InvalidMessage(f"{where}.function.arguments", "must be a JSON string")
         calls.append(dict(call, type=call.get("type", "function")))
-    check_storable("tool_calls", calls, error=InvalidMessage)
-    check_metadata("tool_calls", {"calls": calls}, error=InvalidMessage)
+    if not 0 <= _plain_size(calls) <= max_bytes:
+        check_json("tool_calls", calls, max_bytes=max_bytes, error=InvalidMessage)
     return tuple(calls)
 
 
 def check_message(
-    message: NewMessage, *, max_bytes: int
+    message: NewMessage, *, max_bytes: int, max_json_bytes: int
 ) -> tuple[Role, tuple[JSONObject, ...] | None, dict[str, Any]]:
-    """Validate one message to append; returns the fields that normalising changes: the role
-    (a `Role`), the tool calls (a tuple, or None) and the metadata (a copy, `{}` for None).
+    """Validate one message to append: its content at most `max_bytes` (UTF-8), its tool calls
+    and metadata JSON values within `check_json`'s limits (`max_json_bytes` each). Returns the
+    fields that normalising changes: the role (a `Role`), the tool calls (a tuple, or None)
+    and the metadata (a copy, `{}` for None).
     The other fields are valid as given. Not a new `NewMessage`: building one per message
     was a measurable share of a large append, and the caller reads these three anyway."""
     role = check_role(message.role)
@@ -224,7 +343,7 @@ def check_message(
     if message.tool_calls is not None:
         if role is not Role.ASSISTANT:
             raise InvalidMessage("tool_calls", "only assistant messages carry tool calls")
-        tool_calls = _check_tool_calls(message.tool_calls)
+        tool_calls = _check_tool_calls(message.tool_calls, max_json_bytes)
     if role is Role.TOOL:
         if not message.tool_call_id:
             raise InvalidMessage("tool_call_id", "a tool message must name the call it answers")
@@ -251,15 +370,25 @@ def check_message(
     usage = message.usage
     if usage is not None and (
         not isinstance(usage, Usage)
-        or not all(isinstance(n, int) and n >= 0 for n in (usage.input_tokens, usage.output_tokens))
+        or not all(_whole(n) for n in (usage.input_tokens, usage.output_tokens))
     ):
-        raise InvalidMessage("usage", "input_tokens and output_tokens must be whole numbers >= 0")
-    return role, tool_calls, check_metadata("metadata", message.metadata, error=InvalidMessage)
+        raise InvalidMessage(
+            "usage", f"input_tokens and output_tokens must be whole numbers from 0 to {MAX_WHOLE}"
+        )
+    metadata = check_metadata(
+        "metadata", message.metadata, max_bytes=max_json_bytes, error=InvalidMessage
+    )
+    return role, tool_calls, metadata
 
 
 MAX_WHOLE = 2**63 - 1
 """The largest number a count, seq or budget may be: both backends store 64-bit integers, and
 a larger one would overflow SQLite's binding (an error, not an answer)."""
+
+
+def _whole(value: Any) -> bool:
+    """A whole number a backend stores: 0 to `MAX_WHOLE`, not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_WHOLE
 
 
 def check_positive(field: str, value: int) -> int:

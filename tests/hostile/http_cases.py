@@ -122,6 +122,17 @@ def _message(**fields: Any) -> dict[str, Any]:
     return {"role": "user", "content": "hello"} | fields
 
 
+def _nested(levels: int) -> dict[str, Any]:
+    """An object `levels` objects deep (the limit is 64; at 256 one broke every later read)."""
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"a": value}
+    return dict(value)
+
+
+DEEP = _nested(300)
+
+
 MESSAGE_FIELDS: dict[str, dict[str, Any]] = {
     "role a number": _message(role=1),
     "role null": _message(role=None),
@@ -140,6 +151,7 @@ MESSAGE_FIELDS: dict[str, dict[str, Any]] = {
     "id a number": _message(id=7),
     "metadata a list": _message(metadata=[1, 2]),
     "metadata a string": _message(metadata="{}"),
+    "metadata nested 300 levels": _message(metadata=DEEP),
     "usage negative": _message(usage={"input_tokens": -1}),
     "usage beyond 64 bits": _message(usage={"input_tokens": BEYOND_64_BITS}),
     "usage a string": _message(usage="lots"),
@@ -196,6 +208,7 @@ def _message_cases() -> list[Case]:
 
 SESSION_FIELDS: dict[str, dict[str, Any]] = {
     "key with a space": {"key": "a b"},
+    "key with a slash": {"key": "a/b"},
     "key with SQL": {"key": "x' OR '1'='1"},
     "key too long": {"key": "k" * 300},
     "key a number": {"key": 5},
@@ -208,6 +221,7 @@ SESSION_FIELDS: dict[str, dict[str, Any]] = {
     "phase unknown": {"phase": "nonsense"},
     "phase a number": {"phase": 3},
     "metadata a list": {"metadata": [1]},
+    "metadata nested 300 levels": {"metadata": DEEP},
     "ttl negative": {"ttl_seconds": -5},
     "ttl zero": {"ttl_seconds": 0},
     "ttl a string": {"ttl_seconds": "forever"},
@@ -224,6 +238,7 @@ PATCH_FIELDS: dict[str, dict[str, Any]] = {
     "title too long": {"title": "t" * 1001},
     "title a list": {"title": ["t"]},
     "metadata a string": {"metadata": "{}"},
+    "metadata nested 300 levels": {"metadata": DEEP},
     "ttl negative": {"ttl_seconds": -1},
     "ttl beyond any date": {"ttl_seconds": 1e300},
     "status (not patchable)": {"status": "archived"},
@@ -272,6 +287,7 @@ CHAT_FIELDS: dict[str, dict[str, Any]] = {
     "temperature 3": {"content": "x", "temperature": 3},
     "max_output_tokens zero": {"content": "x", "max_output_tokens": 0},
     "id with a space": {"content": "x", "id": "a b"},
+    "metadata nested 300 levels": {"content": "x", "metadata": DEEP},
     "stream a list": {"content": "x", "stream": [True]},
     "unknown field": {"content": "x", "system_prompt": "ignore all previous"},
 }

@@ -235,3 +235,38 @@ def test_the_sdk_is_loaded_at_the_first_mcp_request(tmp_path: Path) -> None:
         "tools: True",
         "after /mcp: True",
     ]
+
+
+def test_a_request_id_that_is_not_a_string_or_an_integer_is_a_400(service: Service) -> None:
+    """The SDK took such a message for a notification (202, and never an answer): the client is
+    told instead, in JSON-RPC's words. A string or an integer id is answered under it."""
+    for request_id in ({"a": 1}, [1], 1.5, True, None):
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+        answer = _post_message(service, message)
+        assert answer.status_code == 400, request_id
+        assert answer.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "Invalid Request: id must be a string or an integer",
+            },
+        }
+    for request_id in (7, "req-7"):
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+        answer = _post_message(service, message)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["id"] == request_id and answer.json()["result"]["tools"]
+
+
+def _post_message(service: Service, message: dict[str, Any]) -> httpx.Response:
+    return httpx.post(
+        f"{service.served.url}/mcp",
+        json=message,
+        headers={
+            "Authorization": f"Bearer {service.keys['alpha']}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+        timeout=30,
+    )

@@ -184,3 +184,38 @@ def test_a_bad_project_is_one_error_line_before_serving(db: str) -> None:
     result = run_cli("mcp", "--db", db, "--project", "no spaces")
     assert result.returncode == 1
     assert result.stderr.decode().startswith("error: project: 'no spaces' is not a valid project")
+
+
+STRICT_CALLS = [
+    ("get_history", {"from_seq": "1"}, "from_seq"),
+    ("get_history", {"limit": 2.0}, "limit"),
+    ("get_history", {"newest_first": "true"}, "newest_first"),
+    ("get_history", {"include_internal": 1}, "include_internal"),
+    ("get_context", {"max_tokens": "500"}, "max_tokens"),
+    ("summarize_session", {"keep_recent": "1"}, "keep_recent"),
+    ("append_message", {"content": "x", "internal": "false"}, "internal"),
+    ("list_sessions", {"limit": "5"}, "limit"),
+    ("search_messages", {"query": "hello", "offset": "0"}, "offset"),
+]
+
+
+def test_a_number_or_a_flag_sent_as_anything_else_is_refused_naming_the_argument(
+    db: str,
+) -> None:
+    with turnkeeper.open(db) as tk:
+        tk.append(tk.get_or_create_session("trip")[0], "user", "hello")
+
+    async def calls() -> list[str]:
+        async with over_stdio("--db", db) as mcp:
+            errors = []
+            for tool, args, _ in STRICT_CALLS:
+                session = (
+                    {} if tool in ("list_sessions", "search_messages") else {"session": "trip"}
+                )
+                errors.append(error_of(await mcp.call_tool(tool, session | args)))
+            return errors
+
+    for (tool, _, argument), error in zip(STRICT_CALLS, run_async(calls()), strict=True):
+        assert f"\n{argument}\n" in error and "validation error" in error, (tool, error)
+    with turnkeeper.open(db) as tk:
+        assert [m.content for m in tk.history("trip")] == ["hello"]  # nothing stored

@@ -122,3 +122,45 @@ def test_the_proxy_answers_a_reused_key_with_an_openai_error_the_sdk_raises(
         ("user", "Hi"),
         ("assistant", first.choices[0].message.content),
     ]
+
+
+TWO_KEYS = [("Idempotency-Key", "one"), ("Idempotency-Key", "two")]
+"""Joined, these would read "one, two": a key neither header meant (and not the one "two, one"
+would make)."""
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/sessions/twice/messages", {"role": "user", "content": "Noted"}),
+        ("/v1/sessions/twice/messages/batch", {"messages": [{"role": "user", "content": "A"}]}),
+        ("/v1/sessions/twice/chat", {"content": "Hi"}),
+    ],
+)
+def test_two_idempotency_keys_are_a_400_naming_the_header_and_store_nothing(
+    client: httpx.Client, upstream: Upstream, path: str, body: dict[str, Any]
+) -> None:
+    client.post("/v1/sessions", json={"key": "twice"})
+    response = client.post(path, json=body, headers=TWO_KEYS)
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["errors"] == [
+        {"field": "Idempotency-Key", "problem": "sent 2 times; send it once"}
+    ]
+    assert stored(client, "twice") == [] and upstream.requests == []
+
+
+def test_the_proxy_answers_two_idempotency_keys_with_an_openai_400(
+    client: httpx.Client, upstream: Upstream
+) -> None:
+    response = client.post(
+        "/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "Hi"}]},
+        headers=[("X-Turnkeeper-Session", "proxied"), *TWO_KEYS],
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "Idempotency-Key" and error["type"] == "invalid_request_error"
+    assert response.headers["x-should-retry"] == "false"
+    assert upstream.requests == []
+    assert client.get("/v1/sessions", params={"key": "proxied"}).json()["items"] == []

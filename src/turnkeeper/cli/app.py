@@ -34,6 +34,7 @@ from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import UNSET, JSONObject, Session, StrategyName
+from turnkeeper.validation import parse_json
 
 EXIT_ERROR = 1
 
@@ -239,7 +240,7 @@ class UsageProblem(typer.BadParameter):
 
 def parse_metadata(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = parse_json(text)
     except json.JSONDecodeError as exc:
         raise typer.BadParameter(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(value, dict):
@@ -251,7 +252,7 @@ def parse_tool_calls(text: str) -> list[JSONObject]:
     """`--tool-calls` (parsed in the command: typer has no list-of-objects option type)."""
     hint = "'--tool-calls'"
     try:
-        value = json.loads(text)
+        value = parse_json(text)
     except json.JSONDecodeError as exc:
         problem = f"not valid JSON ({exc.msg} at column {exc.colno})"
         raise typer.BadParameter(problem, param_hint=hint) from None

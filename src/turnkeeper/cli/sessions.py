@@ -38,7 +38,12 @@ PhaseOption = Annotated[
 def create(
     key: Annotated[
         str | None,
-        typer.Option("--key", metavar="K", help="Client key, unique among live sessions."),
+        typer.Option(
+            "--key",
+            metavar="K",
+            help="Client key, unique among live sessions: letters, digits and . _ : @ + = ~ - "
+            "(no /).",
+        ),
     ] = None,
     project: ProjectOption = None,
     subject: Annotated[

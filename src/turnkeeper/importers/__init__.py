@@ -67,8 +67,8 @@ def import_from(
     else:
         from turnkeeper import jsonl
 
-        batches = jsonl.read_batches(_existing(location), report)
-    return run_import(tk.store, batches, report, dry_run=dry_run, progress=progress)
+        batches = jsonl.read_batches(tk, _existing(location), report)
+    return run_import(tk, batches, report, dry_run=dry_run, progress=progress)
 
 
 def _existing(location: str | Path) -> Path:

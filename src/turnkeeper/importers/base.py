@@ -5,8 +5,14 @@ A source (turnkeeper's JSONL, dagent's session files, the bead conversation serv
 only turns its own records into `Batch`es — a finished `Session` with its `Message`s — and
 reports what it cannot read as `where: problem` in `ImportReport.errors`, where `where` is the
 file and line (or table row) of the offending record. `run_import` does the rest the same way for
-all of them: dry run, progress, and idempotence (ids are deterministic, and a message whose id
-is already stored is skipped), so running an import twice adds nothing the second time.
+all of them: the session's own checks, dry run, progress, and idempotence (ids are
+deterministic, and a message whose id is already stored is skipped), so running an import twice
+adds nothing the second time.
+
+Nothing is trusted because it comes from a file: every message is checked and its tokens are
+counted by the service's `draft`, as an append's are, and every session field is checked as
+creating the session would check it (`check_session`); a session's totals are the store's sums
+of what it holds, never the source's figures.
 """
 
 from __future__ import annotations
@@ -23,6 +29,12 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.storage.base import Store, TransferStore, require
 from turnkeeper.types import JSONObject, Message, MessageDraft, NewMessage, Session, SessionStatus
+from turnkeeper.validation import (
+    check_metadata,
+    check_name,
+    check_non_negative,
+    check_text,
+)
 
 
 class ImportTarget(Protocol):
@@ -167,30 +179,53 @@ def parse_time(value: Any, name: str = "timestamp") -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+def check_session(session: Session, settings: Settings) -> None:
+    """`InvalidInput` naming the first field of an imported session that creating it through
+    the API would refuse. What older versions stored is taken as they stored it, so their
+    exports still import: the key is checked as a reference to a session (`check_name`), not as
+    a new key (`check_key`: keys once held `/`), and the phase as a label of up to 100
+    characters (phases were free text before they were a fixed list)."""
+    check_name("id", session.id)
+    check_name("key", session.key)
+    if not check_name("project", session.project):
+        raise InvalidInput("project", "a session needs a project")
+    check_text("subject", session.subject, max_length=255)
+    check_text("kind", session.kind, max_length=100)
+    check_text("title", session.title)
+    check_text("phase", session.phase, max_length=100)
+    check_metadata("metadata", session.metadata, max_bytes=settings.max_json_bytes)
+    check_non_negative("version", session.version)
+
+
 def run_import(
-    store: Store,
+    tk: ImportTarget,
     batches: Iterable[Batch],
     report: ImportReport,
     *,
     dry_run: bool = False,
     progress: Callable[[Session], None] | None = None,
 ) -> ImportReport:
-    """Store each batch (or, with `dry_run`, count what would be stored). A batch the store
-    refuses (a key held by another live session, say) is reported by its origin and the
-    import goes on."""
+    """Store each batch (or, with `dry_run`, count what would be stored). A batch whose session
+    is refused (`check_session`, or by the store: a key held by another live session, say) is
+    reported by its origin and the import goes on."""
+    store = tk.store
     transfer = require(store, TransferStore, "importing sessions")
     for batch in batches:
+        try:
+            check_session(batch.session, tk.settings)
+        except InvalidInput as exc:
+            report.errors.append(f"{batch.origin}: {exc} (session not imported)")
+            continue
         try:
             existing: Session | None = store.get_session(batch.session.id)
         except SessionNotFound:
             existing = None
         session, messages = batch.session, batch.messages
-        if existing is not None and (dry_run or not batch.exact_seqs):
-            known = {m.id for m in store.read_messages(existing.id)}
-            messages = [m for m in messages if m.id not in known]
-            if not batch.exact_seqs:
-                messages = _after(existing, messages)
-                session = dataclasses.replace(session, version=existing.version + 1)
+        if existing is not None:
+            messages = _new_to(existing, batch, store, report)
+            # A version never goes back: the caches key what they hold by it.
+            version = max(session.version, existing.version + 1)
+            session = dataclasses.replace(session, version=version)
         if dry_run:
             report.sessions_created += existing is None
             report.messages_added += len(messages)
@@ -204,6 +239,26 @@ def run_import(
         if progress is not None:
             progress(session)
     return report
+
+
+def _new_to(existing: Session, batch: Batch, store: Store, report: ImportReport) -> list[Message]:
+    """The batch's messages that an already stored session lacks, with seqs that go on from its
+    last one without a gap. Exact seqs (an export of it) are those after its last seq, up to
+    one whose id the session holds at another seq (reported: importing it would leave a gap);
+    chosen seqs are the messages whose ids are new, numbered after its last seq."""
+    known = {m.id for m in store.read_messages(existing.id)}
+    if not batch.exact_seqs:
+        return _after(existing, [m for m in batch.messages if m.id not in known])
+    messages = [m for m in batch.messages if m.seq > existing.last_seq]
+    for index, message in enumerate(messages):
+        if message.id in known:
+            report.errors.append(
+                f"{batch.origin}: message {message.id!r} (seq {message.seq}) is stored in this"
+                f" session at another seq; it and the {len(messages) - index - 1} messages after"
+                " it were not imported"
+            )
+            return messages[:index]
+    return messages
 
 
 def _after(existing: Session, messages: list[Message]) -> list[Message]:

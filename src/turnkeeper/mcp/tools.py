@@ -10,7 +10,9 @@ correct its call; a session of another project is "not found", never its data.
 
 Inputs are checked by turnkeeper itself, not by the schema, so a bad value gets the same
 message as everywhere else (`max_tokens: must be positive, got -5`); the schemas say in their
-descriptions what is allowed.
+descriptions what is allowed. Their types are strict, though: a number or a flag sent as text
+(`{"from_seq": "1"}`, `{"newest_first": "yes"}`) or a fraction for a whole number is refused
+naming the argument, never read as a guess (`StrictInt`, `StrictBool`).
 
 This module does not use `from __future__ import annotations`: the SDK reads the tools'
 signatures at run time to build their input schemas.
@@ -23,7 +25,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, StrictBool, StrictInt
 
 import turnkeeper
 from turnkeeper.callers import Caller, resolve_session
@@ -125,7 +127,7 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
             str | None, Field(description="Only sessions in this status: active, archived or expired.")
         ] = None,
         limit: Annotated[
-            int, Field(description="Sessions per page, 1 to 1000.")
+            StrictInt, Field(description="Sessions per page, 1 to 1000.")
         ] = 20,
         cursor: Annotated[
             str | None,
@@ -149,8 +151,9 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
         ctx: Context,
         key: Annotated[
             str,
-            Field(description="The session's key: a name you choose (e.g. 'ticket-4711'), "
-                  "unique among the live sessions of the project.", min_length=1),
+            Field(description="The session's key: a name you choose (e.g. 'ticket-4711') of "
+                  "letters, digits and . _ : @ + = ~ - (no /), unique among the live sessions "
+                  "of the project.", min_length=1),
         ],
         title: Annotated[str | None, Field(description="A title (new session only).")] = None,
         subject: Annotated[
@@ -191,7 +194,7 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
                   "nothing twice (safe retries); the same id with other content is refused."),
         ] = None,
         internal: Annotated[
-            bool,
+            StrictBool,
             Field(description="An internal note: kept in the history, left out of "
                   "user-facing context."),
         ] = False,
@@ -221,16 +224,16 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
                   "(default: the server's configured strategy)."),
         ] = None,
         max_tokens: Annotated[
-            int | None,
+            StrictInt | None,
             Field(description="Token budget of the window, a positive integer (default: from "
                   "the model's context window)."),
         ] = None,
         reserved_tokens: Annotated[
-            int | None,
+            StrictInt | None,
             Field(description="Tokens of the budget to keep free for the reply (0 or more)."),
         ] = None,
         keep_recent: Annotated[
-            int | None,
+            StrictInt | None,
             Field(description="How many recent messages `recent` keeps, and `summarize` keeps "
                   "verbatim (a positive integer)."),
         ] = None,
@@ -259,16 +262,16 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
         ctx: Context,
         session: SessionArg,
         from_seq: Annotated[
-            int | None, Field(description="First seq to read (messages are numbered from 1).")
+            StrictInt | None, Field(description="First seq to read (messages are numbered from 1).")
         ] = None,
         limit: Annotated[
-            int | None, Field(description="At most this many messages (a positive integer).")
+            StrictInt | None, Field(description="At most this many messages (a positive integer).")
         ] = 50,
         newest_first: Annotated[
-            bool, Field(description="Newest message first (e.g. with limit, the last N).")
+            StrictBool, Field(description="Newest message first (e.g. with limit, the last N).")
         ] = False,
         include_internal: Annotated[
-            bool, Field(description="Include internal notes.")
+            StrictBool, Field(description="Include internal notes.")
         ] = True,
     ) -> CallToolResult:  # fmt: skip
         """Read a session's stored messages (the full audit trail, whatever its status), in
@@ -301,8 +304,8 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
                               "or tool.")
         ] = None,
         author: Annotated[str | None, Field(description="Only messages by this author.")] = None,
-        limit: Annotated[int, Field(description="At most this many hits, 1 to 100.")] = 20,
-        offset: Annotated[int, Field(description="Skip this many hits (the next page).")] = 0,
+        limit: Annotated[StrictInt, Field(description="At most this many hits, 1 to 100.")] = 20,
+        offset: Annotated[StrictInt, Field(description="Skip this many hits (the next page).")] = 0,
     ) -> CallToolResult:  # fmt: skip
         """Search the content of stored messages across sessions, best matches first: each
         hit names its session (id and key), seq, role and author, with a snippet in which the
@@ -331,13 +334,13 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
         ctx: Context,
         session: SessionArg,
         max_tokens: Annotated[
-            int | None,
+            StrictInt | None,
             Field(description="The token budget the session must fit, a positive integer "
                   "(default: from the model's context window). What does not fit is "
                   "summarized."),
         ] = None,
         keep_recent: Annotated[
-            int | None,
+            StrictInt | None,
             Field(description="How many recent messages stay verbatim, never summarized "
                   "(a positive integer; default: the server's setting)."),
         ] = None,

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.server.schemas import JSON, MAX_TTL_SECONDS, _Request, _ttl
 from turnkeeper.types import UNSET, Branch
-from turnkeeper.validation import NAME_PATTERN
+from turnkeeper.validation import KEY_PATTERN
 
 
 class ForkRequest(_Request):
@@ -27,8 +27,8 @@ class ForkRequest(_Request):
     )
     key: str | None = Field(
         None,
-        pattern=NAME_PATTERN,
-        description="Natural key of the branch (free among live sessions).",
+        pattern=KEY_PATTERN,
+        description="Natural key of the branch (free among live sessions; no /).",
     )
     title: str | None = Field(None, max_length=1000, description="Default: the source's title.")
     metadata: JSON | None = Field(None, description="Default: the source's metadata.")

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from turnkeeper.callers import Caller, resolve_session
 from turnkeeper.config import Settings
+from turnkeeper.errors import MalformedRequest
 from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
@@ -137,6 +138,9 @@ SessionAccessDep = Annotated[SessionAccess, Depends(get_session_access)]
 """The `{session}` path parameter resolved for the caller, with its scope and the service."""
 
 
+IDEMPOTENCY_KEY = "Idempotency-Key"
+
+
 async def get_attempt(
     request: Request,
     idempotency_key: Annotated[
@@ -146,7 +150,8 @@ async def get_attempt(
             max_length=255,
             description="Makes a retry of this request store nothing twice (IETF httpapi "
             "Idempotency-Key): the same key in the same session names the same messages; "
-            "reused for other messages it is a 422 and nothing is stored.",
+            "reused for other messages it is a 422 and nothing is stored; sent more than once, "
+            "a 400.",
         ),
     ] = None,
     x_stainless_retry_count: Annotated[
@@ -154,7 +159,12 @@ async def get_attempt(
         Header(ge=0, description="Sent by the OpenAI SDKs: above 0, this request is a retry."),
     ] = None,
 ) -> Attempt:
-    """How a turn's request arrived (its retry evidence and request id)."""
+    """How a turn's request arrived (its retry evidence and request id). One `Idempotency-Key`
+    at most: several would be joined into one value ("one, two" is not "two, one"), a key no
+    client meant."""
+    sent = len(request.headers.getlist(IDEMPOTENCY_KEY))
+    if sent > 1:
+        raise MalformedRequest(IDEMPOTENCY_KEY, f"sent {sent} times; send it once")
     return Attempt(
         idempotency_key=idempotency_key,
         retry=bool(x_stainless_retry_count),

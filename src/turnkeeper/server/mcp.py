@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
+import pydantic_core
 from anyio.abc import TaskStatus
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from turnkeeper.callers import Caller
 from turnkeeper.config import Settings
@@ -51,6 +52,8 @@ CALLER_STATE = "mcp_caller"
 
 REFUSED = -32001
 """The JSON-RPC error code of a refused request (the implementation-defined server range)."""
+INVALID_REQUEST = -32600
+"""JSON-RPC's code for a message that is not a valid request."""
 
 
 def caller_of(ctx: Context) -> Caller:
@@ -78,6 +81,12 @@ class McpEndpoint:
             await _refusal(exc, scope)(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER_STATE] = caller
+        if scope["method"] == "POST":
+            body = await request.body()
+            if _id_is_invalid(body):
+                await _invalid_id()(scope, receive, send)
+                return
+            receive = _replay(body, receive)
         manager = self.manager
         if manager is None:
             if self._start is None:  # the app is not running (no lifespan): nothing to serve
@@ -139,6 +148,45 @@ class McpEndpoint:
         async with manager.run():
             task_status.started(manager)
             await stop.wait()
+
+
+def _id_is_invalid(body: bytes) -> bool:
+    """True for a JSON-RPC request (a message with a `method`) whose `id` is neither a string
+    nor an integer (MCP allows no other; not null either). The SDK would take it for a
+    notification and answer 202 Accepted, and the client would wait for an answer forever.
+    What is not JSON, or not one message, is left to the SDK, which answers 400 itself."""
+    try:
+        message = pydantic_core.from_json(body)  # as the SDK parses it
+    except ValueError:
+        return False
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return False
+    request_id = message["id"]
+    return isinstance(request_id, bool) or not isinstance(request_id, str | int)
+
+
+def _invalid_id() -> JSONResponse:
+    """The answer to a request whose id is neither (a JSON-RPC error without an id: there is
+    none it could answer)."""
+    error = {
+        "code": INVALID_REQUEST,
+        "message": "Invalid Request: id must be a string or an integer",
+    }
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, 400)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` with the body read already handed out again first (to the SDK)."""
+    replayed = False
+
+    async def again() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return again
 
 
 def _refusal(exc: TurnkeeperError, scope: Scope) -> JSONResponse:

@@ -6,6 +6,7 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 | error                                  | status | why                                            |
 |----------------------------------------|--------|------------------------------------------------|
 | `ContentTooLarge`                      | 413    | the cure is a smaller body, not another value  |
+| `MalformedRequest`                     | 400    | a header sent twice; `errors` names it         |
 | `InvalidInput` (and `InvalidMessage`)  | 422    | `errors` names the field                       |
 | `ContextBudgetExceeded`                | 422    | the request's budget cannot hold the turn; the |
 |                                        |        | cure is another `max_tokens` (named in         |
@@ -58,6 +59,7 @@ from turnkeeper.errors import (
     ContextBudgetExceeded,
     Forbidden,
     InvalidInput,
+    MalformedRequest,
     NotFound,
     SessionExpired,
     TurnInProgress,
@@ -75,6 +77,7 @@ TYPE_BASE = "urn:turnkeeper:problem:"
 # Most specific first: the first class an error is an instance of decides.
 STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (ContentTooLarge, 413),
+    (MalformedRequest, 400),
     (InvalidInput, 422),
     (ContextBudgetExceeded, 422),
     (Unauthenticated, 401),

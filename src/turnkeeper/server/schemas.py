@@ -35,7 +35,7 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
-from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN
+from turnkeeper.validation import KEY_PATTERN, MAX_WHOLE, NAME_PATTERN
 
 JSON = dict[str, Any]
 MAX_TTL_SECONDS = 100 * 365 * 86400  # a lifetime beyond a century is a mistake (and overflows)
@@ -75,8 +75,10 @@ class SessionCreate(_Request):
 
     key: str | None = Field(
         None,
-        pattern=NAME_PATTERN,
-        description="Client natural key, unique among the live sessions of the project.",
+        pattern=KEY_PATTERN,
+        description="Client natural key, unique among the live sessions of the project: 1-255 "
+        "letters, digits or . _ : @ + = ~ -, starting with a letter or digit (no /: the key "
+        "is a segment of the session's URLs).",
     )
     project: str | None = Field(
         None,

@@ -67,8 +67,11 @@ class Messages(Core):
     ) -> MessageDraft:
         """`draft`, at `now`, with `new_id` as the id when the message has none (a fresh
         random id when that is None too), counted by `counter` (looked up once a batch)."""
+        settings = self.settings
         role, tool_calls, metadata = check_message(
-            message, max_bytes=self.settings.max_message_bytes
+            message,
+            max_bytes=settings.max_message_bytes,
+            max_json_bytes=settings.max_json_bytes,
         )
         author = message.author
         return build_draft(

@@ -27,6 +27,7 @@ from turnkeeper.types import (
     SessionStatus,
 )
 from turnkeeper.validation import (
+    check_key,
     check_metadata,
     check_name,
     check_phase,
@@ -55,14 +56,17 @@ class Sessions(Core):
             raise InvalidInput("ttl", "must be positive (or None for a session that never expires)")
         return NewSession(
             project=self._project(project),
-            key=check_name("key", key),
+            key=check_key("key", key),
             subject=check_text("subject", subject, max_length=255),
             kind=check_text("kind", kind, max_length=100),
             title=check_text("title", title),
             phase=check_phase(phase),
             expires_at=None if lifetime is None else self._clock() + lifetime,
-            metadata=check_metadata("metadata", metadata),
+            metadata=self._metadata(metadata),
         )
+
+    def _metadata(self, metadata: JSONObject | None) -> dict[str, Any]:
+        return check_metadata("metadata", metadata, max_bytes=self.settings.max_json_bytes)
 
     def create_session(
         self,
@@ -181,7 +185,7 @@ class Sessions(Core):
         patch = SessionPatch(
             title=UNSET if title is UNSET else check_text("title", title),
             phase=UNSET if phase is UNSET else check_phase(phase),
-            metadata=UNSET if metadata is UNSET else check_metadata("metadata", metadata),
+            metadata=UNSET if metadata is UNSET else self._metadata(metadata),
             expires_at=expires_at,
         )
         return self._present(self.store.update_session(session.id, patch, now=self._clock()))

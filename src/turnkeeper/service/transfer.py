@@ -7,23 +7,34 @@ These are operator tasks, not turn-time operations; the whole-store calls they m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from datetime import timedelta
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from turnkeeper import expiry, jsonl, metrics
+from turnkeeper.importers.base import ImportTarget
 from turnkeeper.logs import get_logger
 from turnkeeper.service.core import SessionRef
-from turnkeeper.service.sessions import Sessions
 from turnkeeper.storage.base import AdminStore, require
 from turnkeeper.types import ExpiryReport, Session
+
+
+class TransferTarget(ImportTarget, Protocol):
+    """What `Transfer` uses of the `Turnkeeper` it belongs to (named here: the facade is built
+    on top of this module)."""
+
+    def get_session(self, ref: SessionRef, *, project: str | None = None) -> Session: ...
+
+    def iter_session_ids(self, *, project: str | None = None) -> Iterator[str]: ...
+
+    def now(self) -> datetime: ...
 
 
 class Transfer:
     """Export, import and expiry of a `Turnkeeper`'s sessions (`tk.transfer`)."""
 
-    def __init__(self, tk: Sessions) -> None:
+    def __init__(self, tk: TransferTarget) -> None:
         self._tk = tk
 
     def export_sessions(
@@ -51,9 +62,10 @@ class Transfer:
         dry_run: bool = False,
         progress: Callable[[Session], None] | None = None,
     ) -> jsonl.ImportReport:
-        """Import a JSONL export: idempotent; malformed lines are reported by file:line and
-        the rest is imported."""
-        return jsonl.import_sessions(self._tk.store, path, dry_run=dry_run, progress=progress)
+        """Import a JSONL export: idempotent; every line is checked as the API checks what it
+        carries (limits included; tokens are counted again), a line that fails is reported by
+        file:line and the rest is imported."""
+        return jsonl.import_sessions(self._tk, path, dry_run=dry_run, progress=progress)
 
     def expire(
         self,

@@ -18,6 +18,7 @@ from turnkeeper.records import from_ts as from_ts
 from turnkeeper.records import from_ts_or_none as from_ts_or_none
 from turnkeeper.records import to_ts as to_ts
 from turnkeeper.records import to_ts_or_none as to_ts_or_none
+from turnkeeper.validation import MAX_JSON_DEPTH
 
 _ENCODER = jsonenc.Encoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 """`json.dumps` with these options, without its per-call overhead (`turnkeeper.jsonenc`)."""
@@ -43,13 +44,18 @@ def dump_json(value: Any) -> str:
 
 
 def load_json(value: Any) -> Any:
-    """Decode a JSON column (text on SQLite; PostgreSQL's driver may have decoded it already).
-    The empty object, by far the most common value, skips the parser."""
+    """Decode a JSON column (text on SQLite, on PostgreSQL what its `jsonb` loader reads).
+    The empty object, by far the most common value, skips the parser.
+
+    A value nested deeper than any write accepts (`MAX_JSON_DEPTH`: one stored before the
+    limit, or written by hand) is read with what lies beyond the limit replaced by a note
+    saying so (`jsonenc.loads_within`): a read never fails for what is stored, and never hands
+    out a value an interface could not answer with."""
     if value is None or not isinstance(value, str):
         return value
     if value == "{}":
         return {}
-    return jsonenc.loads(value)
+    return jsonenc.loads_within(value, MAX_JSON_DEPTH)
 
 
 def encode_cursor(updated_at: str, session_id: str) -> str:

@@ -46,6 +46,7 @@ from turnkeeper.errors import (
     TurnkeeperError,
 )
 from turnkeeper.storage import locks
+from turnkeeper.storage.codec import load_json
 from turnkeeper.storage.migrations import (
     LATEST_VERSION,
     LEGACY_POSTGRES,
@@ -104,14 +105,15 @@ POSTGRES = Dialect(
 
 
 class _JsonbLoader(JsonbLoader):
-    """psycopg's `jsonb` loader, with the empty object (nearly every message's and session's
-    `metadata`) made without the JSON parser: a page of messages was one `json.loads` per row,
-    a tenth of a context build's CPU."""
+    """psycopg's `jsonb` loader, reading as SQLite's columns are read (`codec.load_json`): the
+    empty object (nearly every message's and session's `metadata`) made without the JSON
+    parser (a page of messages was one `json.loads` per row, a tenth of a context build's
+    CPU), and a value nested too deep read with its deep part cut off, never an error."""
 
     def load(self, data: Any) -> Any:
         if data == b"{}":
             return {}  # a new dict each time: callers may keep it
-        return super().load(data)
+        return load_json(bytes(data).decode("utf-8"))
 
 
 def _pg(query: str) -> str:

@@ -15,9 +15,12 @@ from turnkeeper.errors import InvalidConfig
 from turnkeeper.types import StrategyName
 
 
-def test_defaults_follow_the_older_designs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_keep_conversations_and_follow_the_older_designs_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     settings = load_settings()
-    assert settings.session_expiration == timedelta(hours=24)
+    assert settings.session_expiration is None  # conversations are kept until deleted
+    assert settings.sliding_expiry  # a configured lifetime counts from the last activity
     assert settings.cleanup_interval == timedelta(hours=1)
     assert settings.strategy is StrategyName.SLIDING_WINDOW
     assert settings.keep_recent_messages == 10
@@ -75,6 +78,8 @@ def test_unknown_key_in_the_config_file_is_named(
 
 
 def test_never_disables_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "24h")
+    assert load_settings().session_expiration == timedelta(hours=24)
     monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "never")
     assert load_settings().session_expiration is None
 

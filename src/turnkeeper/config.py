@@ -176,8 +176,10 @@ class Settings(BaseSettings):
     )
 
     session_expiration: timedelta | None = Field(
-        default=timedelta(hours=24),
-        description="Lifetime of a new session (24h). 0 or null: never expires.",
+        default=None,
+        description="How long a session lives without activity, e.g. 30d (counted from its "
+        "last append; from its creation when `sliding_expiry` is off). Unset, 0 or never "
+        "(the default): sessions never expire.",
     )
     cleanup_interval: timedelta = Field(
         default=timedelta(hours=1), description="How often the service's sweeper runs expiry."
@@ -192,8 +194,10 @@ class Settings(BaseSettings):
         "`turnkeeper import`) before deleting them. Unset: they are deleted unarchived.",
     )
     sliding_expiry: bool = Field(
-        default=False,
-        description="Each append moves expires_at to now + session_expiration (if later).",
+        default=True,
+        description="Each append moves expires_at to now + session_expiration (if later), so "
+        "a conversation in use never expires. False: a session expires session_expiration "
+        "after its creation, however active.",
     )
 
     strategy: StrategyName = Field(

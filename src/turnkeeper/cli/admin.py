@@ -137,10 +137,10 @@ def demo(db: DbOption = None, json_output: JsonOption = False) -> None:
         where = f" --db {shlex.quote(db)}"
         out.note(f"The demo keeps its own database: [bold]{ctx.tk.store.url}[/] (--db to choose).")
         out.command(
-            f"turnkeeper sessions create --key {DEMO_KEY} --title 'Lisbon trip' --ttl never"
+            f"turnkeeper sessions create --key {DEMO_KEY} --title 'Lisbon trip'"
             f" --get-or-create{where}"
         )
-        session, created = tk.get_or_create_session(DEMO_KEY, title="Lisbon trip", ttl=None)
+        session, created = tk.get_or_create_session(DEMO_KEY, title="Lisbon trip")
         out.note(f"{'Created' if created else 'Reusing'} session {session.id}.")
         role, text = DEMO_TURNS[0]
         out.command(f"turnkeeper add {DEMO_KEY} --role {role} {shlex.quote(text)}{where}")

@@ -53,7 +53,7 @@ def create(
         typer.Option(
             "--ttl",
             metavar="DURATION|never",
-            help="Lifetime, e.g. 24h, 90m, 2d, or never (default: session_expiration).",
+            help="Lifetime without activity, e.g. 24h, 90m, 2d, or never (default: session_expiration, which is never unless configured).",
         ),
     ] = None,
     get_or_create: Annotated[

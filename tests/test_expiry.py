@@ -196,9 +196,7 @@ def test_started_sweeper_expires_on_its_interval_until_stopped(
     assert tk.store.get_session(later.id).status is SessionStatus.ACTIVE  # stopped: no sweeps
 
 
-def test_by_default_a_conversation_in_use_is_kept_past_a_day(
-    tk: Turnkeeper, clock: Clock
-) -> None:
+def test_by_default_a_conversation_in_use_is_kept_past_a_day(tk: Turnkeeper, clock: Clock) -> None:
     """The default configuration forgets nothing: a day (or a month) later, append still
     works and get-or-create finds the same session with its messages."""
     session, created = tk.get_or_create_session("support-42")
@@ -209,7 +207,7 @@ def test_by_default_a_conversation_in_use_is_kept_past_a_day(
         tk.append(session, "user", f"Still waiting after {later}.")
         again, created = tk.get_or_create_session("support-42")
         assert (again.id, created) == (session.id, False)
-        assert [m.content for m in tk.history(again)][0] == "My order never arrived."
+        assert tk.history(again)[0].content == "My order never arrived."
         assert tk.transfer.expire(delete=True).expired == ()
     window = tk.context("support-42")
     assert window.messages[0].content == "My order never arrived."

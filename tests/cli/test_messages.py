@@ -205,7 +205,8 @@ def test_context_with_a_small_budget_truncates_and_says_so(cli: Cli, chat: dict[
     out = cli.json("context", "chat", "--strategy", "sliding_window", "--max-tokens", "120")
     report = out["report"]
     assert report["truncated"] is True and report["messages_dropped"] > 0
-    assert report["messages_dropped"] == len(report["dropped_seqs"]) + report["dropped_unread"]
+    named = sum(last - first + 1 for first, last in report["dropped_seqs"])
+    assert report["messages_dropped"] == named
     assert report["budget"] == 120 and report["tokens_used"] <= 120
     assert out["messages"][0]["content"] == "You are a terse assistant."
     assert any(marker in m["content"] for m in out["messages"] for marker in report["markers"])

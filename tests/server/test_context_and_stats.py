@@ -26,7 +26,11 @@ def test_builds_a_window_under_the_budget_with_its_report(
     ).json()
     report = window["report"]
     assert report["tokens_used"] <= 300 and report["truncated"]
-    assert report["messages_dropped"] == len(report["dropped_seqs"]) + report["dropped_unread"]
+    named = [seq for first, last in report["dropped_seqs"] for seq in range(first, last + 1)]
+    assert (
+        report["messages_dropped"] == len(named) == int(window["messages"][1]["content"].split()[1])
+    )
+    assert named == list(range(2, named[-1] + 1))  # every older message, as one run
     assert window["messages"][0] == {"role": "system", "content": "You are a travel agent."}
     assert "older messages truncated" in window["messages"][1]["content"]
     assert window["messages"][-1]["content"].startswith("turn 29")

@@ -31,6 +31,7 @@ from turnkeeper.storage.base import (
     ApiKeyStore,
     ForkStore,
     LockingStore,
+    SeqRunStore,
     SessionLookupStore,
     Store,
     SummaryStore,
@@ -49,6 +50,7 @@ from turnkeeper.types import (
     NewSession,
     Page,
     ProjectStats,
+    SeqRanges,
     Session,
     SessionFilter,
     SessionPatch,
@@ -492,6 +494,15 @@ class _CachedSessionLookup(CachedStore):
         return cast(SessionLookupStore, self.inner).lookup_session(ref, project)
 
 
+class _CachedSeqRuns(CachedStore):
+    def message_seq_runs(
+        self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
+    ) -> SeqRanges:
+        return cast(SeqRunStore, self.inner).message_seq_runs(
+            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
+        )
+
+
 _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (SummaryStore, _CachedSummaries),
     (AdminStore, _CachedAdmin),
@@ -502,6 +513,7 @@ _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (LockingStore, _CachedLocking),
     (ForkStore, _CachedForks),
     (SessionLookupStore, _CachedSessionLookup),
+    (SeqRunStore, _CachedSeqRuns),
 )
 
 

@@ -37,6 +37,7 @@ from turnkeeper.types import (
     Message,
     Page,
     ProjectStats,
+    SeqRanges,
     Session,
     SessionStats,
     SessionStatus,
@@ -101,6 +102,11 @@ def _status(status: SessionStatus) -> Text:
 def _opt(value: object) -> Text:
     """Data is always shown as plain `Text`, so brackets in it are never read as markup."""
     return Text("-", style="dim") if value is None else Text(str(value))
+
+
+def _counted(count: int, seqs: SeqRanges) -> str:
+    """A report's count with the seqs it counts: `12 (seq 2–13)`."""
+    return f"{count} (seq {seqs})" if seqs else str(count)
 
 
 def _fields_table(rows: Sequence[tuple[str, Text | str]]) -> Table:
@@ -389,10 +395,10 @@ class Output:
             ("strategy", report.strategy.value),
             ("tokens", used),
             ("in store", str(report.messages_in_store)),
-            ("loaded", str(report.messages_loaded)),
+            ("loaded", _counted(report.messages_loaded, report.loaded_seqs)),
             ("included", str(report.messages_included)),
-            ("dropped", str(report.messages_dropped)),
-            ("summarized", str(report.messages_summarized)),
+            ("dropped", _counted(report.messages_dropped, report.dropped_seqs)),
+            ("summarized", _counted(report.messages_summarized, report.summarized_seqs)),
         ]
         if report.markers:
             rows.append(("markers", Text("\n".join(report.markers))))

@@ -57,8 +57,9 @@ class Selection:
     """What a strategy chose: the window's entries in order, and what it left out.
 
     `left_out` counts every history message not in the window (dropped or summarized);
-    `summarized` and `dropped` list the seqs of the loaded ones (unread messages are counted
-    in `left_out` but not listed: listing them would mean reading them).
+    `summarized` and `dropped` list the seqs of the loaded ones; the unread ones, all older
+    and all dropped, are counted in `left_out`, and the builder asks the history for their
+    seqs (`History.unread_seqs`), so a strategy never reads them.
     """
 
     messages: tuple[ContextMessage, ...]

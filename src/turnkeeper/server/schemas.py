@@ -15,7 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.context.conversation import ConversationContext, planner_context
-from turnkeeper.server.trace_schemas import TracePublic
+from turnkeeper.records import seq_runs
+from turnkeeper.server.trace_schemas import SeqRun, TracePublic
 from turnkeeper.storage.search import SearchHit
 from turnkeeper.turns import TurnOptions
 from turnkeeper.types import (
@@ -339,12 +340,16 @@ class ContextReportPublic(BaseModel):
     encoding: str
     truncated: bool = Field(description="True when anything stored was left out or summarized.")
     markers: list[str]
-    dropped_seqs: list[int] = Field(description="Seqs of the dropped messages the build read.")
-    dropped_unread: int = Field(
-        description="Dropped messages older than any it read (not in `dropped_seqs`): "
-        "`messages_dropped` = `len(dropped_seqs)` + `dropped_unread`."
+    dropped_seqs: list[SeqRun] = Field(
+        description="Every dropped message, as runs of seqs `[first, last]` (inclusive): "
+        "they add up to `messages_dropped`, older messages the build never read included."
     )
-    summarized_seqs: list[int]
+    summarized_seqs: list[SeqRun] = Field(
+        description="Every summarized message, as runs of seqs (`messages_summarized` of them)."
+    )
+    loaded_seqs: list[SeqRun] = Field(
+        description="The messages the build read, as runs of seqs (`messages_loaded` of them)."
+    )
 
     @classmethod
     def from_domain(cls, report: ContextReport) -> ContextReportPublic:
@@ -354,8 +359,9 @@ class ContextReportPublic(BaseModel):
             messages_included=report.messages_included, messages_dropped=report.messages_dropped,
             messages_summarized=report.messages_summarized, tokens_used=report.tokens_used,
             budget=report.budget, encoding=report.encoding, truncated=report.truncated,
-            markers=list(report.markers), dropped_seqs=list(report.dropped_seqs),
-            dropped_unread=report.dropped_unread, summarized_seqs=list(report.summarized_seqs),
+            markers=list(report.markers), dropped_seqs=seq_runs(report.dropped_seqs),
+            summarized_seqs=seq_runs(report.summarized_seqs),
+            loaded_seqs=seq_runs(report.loaded_seqs),
         )  # fmt: skip
 
 

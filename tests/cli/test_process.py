@@ -183,3 +183,20 @@ def test_serve_takes_the_global_db_too(env: dict[str, str]) -> None:
     result = run(env, "--db", "mysql://nowhere/db", "serve", "--port", "0")
     assert result.returncode != 0  # (how serve reports a failed start is serve's business)
     assert "unsupported scheme 'mysql'" in result.stderr
+
+
+def test_a_session_of_another_project_is_said_to_be_there(env: dict[str, str], db: str) -> None:
+    made = run(
+        env, "sessions", "create", "--key", "support-42", "--project", "acme", "--db", db, "--json"
+    )
+    assert made.returncode == 0, made.stderr
+    session_id = json.loads(made.stdout)["session"]["id"]
+    hint = "it exists in project 'acme'; pass --project acme"
+    for args in (("history", "support-42"), ("history", session_id, "--project", "beta")):
+        result = run(env, *args, "--db", db)
+        assert result.returncode == 1 and result.stdout == ""
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"error: session '{args[1]}' not found in project ")
+        assert line.endswith(hint)
+    shown = run(env, "history", "support-42", "--project", "acme", "--db", db)
+    assert shown.returncode == 0, shown.stderr  # the hint's advice works

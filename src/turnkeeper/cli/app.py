@@ -27,6 +27,7 @@ import typer
 from typer.core import TyperGroup
 
 import turnkeeper
+from turnkeeper.callers import located
 from turnkeeper.cli.help import readable_help
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
@@ -178,11 +179,22 @@ def global_options() -> GlobalOptions:
 @contextmanager
 def open_ctx(db: str | None, json_output: bool) -> Iterator[Ctx]:
     """Build the settings (`--db` over `TURNKEEPER_DATABASE_URL` over the config file over the
-    default), open turnkeeper on them, and close it when the command is done."""
+    default), open turnkeeper on them, and close it when the command is done.
+
+    A session the command did not find in its project is looked for in the others: whoever
+    holds the database may see them all, so the error says where it is."""
     before = global_options()
     settings = load_settings(database_url=db or before.db)
     with turnkeeper.open(settings=settings) as tk:
-        yield Ctx(tk, Output(json=json_output or before.json_output))
+        try:
+            yield Ctx(tk, Output(json=json_output or before.json_output))
+        except SessionNotFound as exc:
+            raise located(
+                tk,
+                exc,
+                may_see=lambda project: True,
+                how=lambda project: f"pass --project {project}",
+            ) from None
 
 
 def session_or_new(ctx: Ctx, ref: str, *, project: str | None) -> Session:

@@ -53,10 +53,11 @@ async def get_caller(
     caller: Caller | None = getattr(request.state, "caller", None)
     if caller is not None:
         return caller
-    remembered = authenticate_remembered(request, credentials)
-    if remembered is not None:
-        return remembered
-    return await run_in_threadpool(authenticate, request, credentials)
+    caller = authenticate_remembered(request, credentials) or await run_in_threadpool(
+        authenticate, request, credentials
+    )
+    request.state.caller = caller  # what an error answer may tell this caller (`problems`)
+    return caller
 
 
 ProjectQuery = Annotated[

@@ -44,8 +44,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from turnkeeper.callers import Caller, located
 from turnkeeper.errors import (
     BackendUnavailable,
     Conflict,
@@ -55,6 +57,7 @@ from turnkeeper.errors import (
     InvalidInput,
     NotFound,
     SessionExpired,
+    SessionNotFound,
     TurnkeeperError,
     Unauthenticated,
     Unsupported,
@@ -212,12 +215,26 @@ def headers_for(status: int, error: Exception | None = None) -> dict[str, str] |
 
 async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TurnkeeperError)
+    if isinstance(exc, SessionNotFound):
+        exc = await run_in_threadpool(_located, request, exc)
     body = problem_for_error(exc, instance=request.url.path, request_id=_request_id(request))
     if body["status"] >= 500:
         log.warning(
             "request_failed", status=body["status"], error=type(exc).__name__, detail=str(exc)
         )
     return respond(request, body, headers_for(body["status"], exc))
+
+
+def _located(request: Request, error: SessionNotFound) -> SessionNotFound:
+    """A session not found in the request's project, with where it is when the caller may see
+    that project (an admin key; a project key only ever sees its own, so it learns nothing)."""
+    caller: Caller | None = getattr(request.state, "caller", None)
+    if caller is None:
+        return error
+    return located(
+        request.app.state.tk, error, may_see=caller.may_see,
+        how=lambda project: f"ask with project={project}",
+    )  # fmt: skip
 
 
 def field_name(location: Sequence[int | str]) -> str:

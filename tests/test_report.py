@@ -42,7 +42,7 @@ def assert_names_what_it_counts(window: ContextWindow, history: set[int]) -> Non
 def test_a_printed_report_names_every_message_it_left_out(tk: Turnkeeper) -> None:
     session_id = _chat(tk, 30)
     window = tk.context(
-        session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=200, reserved_tokens=0
+        session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=200, reserved_tokens=0
     )
     report = window.report
     assert report.messages_dropped + report.messages_included == report.messages_in_store == 31
@@ -132,7 +132,7 @@ def test_every_strategy_names_exactly_the_messages_it_counts(
     session_id = _store(tk, spec)
     try:
         window = tk.context(
-            session_id, strategy=strategy, max_tokens=budget, reserved_tokens=0,
+            session_id, strategy=strategy, budget_tokens=budget, reserved_tokens=0,
             keep_recent=keep_recent, include_internal=include_internal,
             new_message=NewMessage("user", "And now?") if pending else None,
         )  # fmt: skip
@@ -154,7 +154,7 @@ def test_a_window_without_internal_messages_names_only_the_messages_of_its_view(
     tk.append(session, "system", "You plan trips.")
     for n in range(2, 61):
         tk.append(session, "user", f"turn {n}", internal=n % 5 == 0)
-    window = tk.context(session, strategy=StrategyName.RECENT, keep_recent=3, max_tokens=60)
+    window = tk.context(session, strategy=StrategyName.RECENT, keep_recent=3, budget_tokens=60)
     report = window.report
     kept = [m.seq for m in window.messages if m.seq is not None]
     assert kept == [57, 58, 59]  # 60 is internal

@@ -69,7 +69,7 @@ def test_a_trace_names_every_message_its_marker_counts(
     tk.append("long", "system", "You plan trips.")
     for n in range(40):
         tk.append("long", "user", f"message {n} " + "word " * 30)
-    options = TurnOptions(strategy="sliding_window", max_tokens=300)
+    options = TurnOptions(strategy="sliding_window", budget_tokens=300)
     made = chat.turn("long", "And now?", options=options).trace
     assert made is not None
     stored, _ = trace_of(tk, "long", made.seq)
@@ -88,7 +88,7 @@ def test_a_trace_says_what_was_dropped_and_what_fell_out_of_the_window(
     tk: Turnkeeper, chat: ChatTurns, model: Upstream
 ) -> None:
     tk.create_session(key="long")
-    options = TurnOptions(strategy="sliding_window", max_tokens=160)
+    options = TurnOptions(strategy="sliding_window", budget_tokens=160)
     results = [chat.turn("long", f"message {n} " + "word " * 30, options=options) for n in range(4)]
     last = results[-1].trace
     assert last is not None and last.dropped_seqs and last.strategy == "sliding_window"
@@ -105,7 +105,7 @@ def test_a_summarized_window_is_traced_with_its_checkpoint(
     tk: Turnkeeper, chat: ChatTurns, model: Upstream
 ) -> None:
     tk.create_session(key="summed")
-    options = TurnOptions(strategy="summarize", keep_recent=2, max_tokens=200)
+    options = TurnOptions(strategy="summarize", keep_recent=2, budget_tokens=200)
     results = [
         chat.turn("summed", f"fact {n} " + "detail " * 25, options=options) for n in range(5)
     ]

@@ -66,7 +66,7 @@ def test_chat_sends_the_window_the_strategy_builds(
         words = " ".join(f"word{n}-{i}" for i in range(30))
         run(env, "add", "long", "--role", "user" if n % 2 == 0 else "assistant", words, "--db", db)
     result = run(
-        env, "chat", "long", "--strategy", "sliding_window", "--max-tokens", "150", "--db", db,
+        env, "chat", "long", "--strategy", "sliding_window", "--budget", "150", "--db", db,
         stdin="go\n",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -74,7 +74,7 @@ def test_chat_sends_the_window_the_strategy_builds(
     assert sent["messages"][0] == {"role": "system", "content": "You plan trips."}
     assert sent["messages"][-1] == {"role": "user", "content": "go"}
     assert 2 < len(sent["messages"]) < 12  # older turns slid out of the budget
-    window = run(env, "context", "long", "--strategy", "sliding_window", "--max-tokens", "150",
+    window = run(env, "context", "long", "--strategy", "sliding_window", "--budget", "150",
                  "--db", db, "--json")  # fmt: skip
     assert json.loads(window.stdout)["messages"][-2:] == [
         {"role": "user", "content": "go"},

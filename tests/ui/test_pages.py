@@ -200,7 +200,7 @@ def test_previews_one_agents_perspective(as_admin: Page, ui: Service) -> None:
 def test_a_budget_too_small_is_explained_in_the_preview(as_admin: Page, ui: Service) -> None:
     session = ui.tk.create_session(key="tiny", project="alpha")
     ui.tk.append(session, "user", "hello " * 200)
-    as_admin.goto(f"/sessions/{session.id}?strategy=truncate&max_tokens=5")
+    as_admin.goto(f"/sessions/{session.id}?strategy=truncate&budget_tokens=5")
     expect(as_admin.locator("#context .error")).to_be_visible()
 
 

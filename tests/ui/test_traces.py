@@ -47,7 +47,7 @@ def test_the_diff_shows_what_fell_out_of_a_tight_window(
             answer = beta.post(
                 "/v1/sessions/tight/chat",
                 json={"content": f"turn {n} " + "padding " * 40, "create": True,
-                      "strategy": "sliding_window", "max_tokens": 200},
+                      "strategy": "sliding_window", "budget_tokens": 200},
             )  # fmt: skip
             assert answer.status_code == 200
         session_id = answer.json()["session"]["id"]

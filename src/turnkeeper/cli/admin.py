@@ -169,17 +169,16 @@ def _tour(ctx: Ctx, where: str) -> None:
     out.command(f"turnkeeper history {DEMO_KEY}{where}")
     session = tk.get_session(DEMO_KEY)  # the totals after the appends
     out.history(session.id, tk.history(session))
-    for strategy, max_tokens, keep_recent in (
+    for strategy, budget, keep_recent in (
         (StrategyName.SLIDING_WINDOW, 120, None),
         (StrategyName.SUMMARIZE, 150, 2),
     ):
         recent = "" if keep_recent is None else f" --keep-recent {keep_recent}"
         out.command(
-            f"turnkeeper context {DEMO_KEY} --strategy {strategy} --max-tokens {max_tokens}"
-            f"{recent}{where}"
+            f"turnkeeper context {DEMO_KEY} --strategy {strategy} --budget {budget}{recent}{where}"
         )
         window = tk.context(
-            session, strategy=strategy, max_tokens=max_tokens, keep_recent=keep_recent
+            session, strategy=strategy, budget_tokens=budget, keep_recent=keep_recent
         )
         out.context(window, to_openai(window))
     out.command(f"turnkeeper stats {DEMO_KEY}{where}")

@@ -345,6 +345,12 @@ StrategyOption = Annotated[
     StrategyName | None,
     typer.Option("--strategy", help="Context strategy (default: the configured one)."),
 ]
-MaxTokensOption = Annotated[
-    int | None, typer.Option("--max-tokens", metavar="N", help="Token budget of the window.")
+BudgetOption = Annotated[
+    int | None,
+    typer.Option(
+        "--budget",
+        "--max-tokens",
+        metavar="N",
+        help="Token budget of the context window (--max-tokens: its old name).",
+    ),
 ]

@@ -19,9 +19,9 @@ import typer
 from rich.text import Text
 
 from turnkeeper.cli.app import (
+    BudgetOption,
     Ctx,
     DbOption,
-    MaxTokensOption,
     ProjectOption,
     StrategyOption,
     UsageProblem,
@@ -56,7 +56,7 @@ def chat(
         typer.Option("--system", metavar="TEXT", help="System prompt of a new session."),
     ] = None,
     strategy: StrategyOption = None,
-    max_tokens: MaxTokensOption = None,
+    budget: BudgetOption = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", metavar="M", help="Model (default: llm_model, then model)."),
@@ -67,11 +67,11 @@ def chat(
     """Chat with the configured model (llm_base_url), streaming its replies.
 
     Each line you type is a turn; `exit`, `quit` or Ctrl-D ends the chat. The model sees the
-    window turnkeeper builds from the session under --strategy and --max-tokens.
+    window turnkeeper builds from the session under --strategy and --budget.
     """
     if resume and session is not None:
         raise UsageProblem("give a SESSION or --continue, not both")
-    options = TurnOptions(strategy=strategy, max_tokens=max_tokens, model=model)
+    options = TurnOptions(strategy=strategy, budget_tokens=budget, model=model)
     with open_ctx(db, json_output=False) as ctx:
         llm = LLMClient.from_settings(ctx.tk.settings)
         try:

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from turnkeeper.cli.app import (
+    BudgetOption,
     DbOption,
     JsonOption,
-    MaxTokensOption,
     ProjectOption,
     SessionArg,
     StrategyOption,
@@ -145,7 +145,7 @@ def history(
 def context(
     session: SessionArg,
     strategy: StrategyOption = None,
-    max_tokens: MaxTokensOption = None,
+    budget: BudgetOption = None,
     reserved: Annotated[
         int | None,
         typer.Option("--reserved", metavar="N", help="Tokens kept free for the reply."),
@@ -189,7 +189,7 @@ def context(
     With --agent, the window is that agent's view of a multi-agent conversation."""
     with open_ctx(db, json_output) as ctx:
         window = ctx.tk.context(
-            session, strategy=strategy, max_tokens=max_tokens, reserved_tokens=reserved,
+            session, strategy=strategy, budget_tokens=budget, reserved_tokens=reserved,
             keep_recent=keep_recent, model=model, include_internal=internal, project=project,
             new_message=None if pending is None else NewMessage(role="user", content=pending),
             agent=agent, trigger=trigger,

@@ -8,7 +8,7 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 | `ContentTooLarge`                      | 413    | the cure is a smaller body, not another value  |
 | `InvalidInput` (and `InvalidMessage`)  | 422    | `errors` names the field                       |
 | `ContextBudgetExceeded`                | 422    | the request's budget cannot hold the turn; the |
-|                                        |        | cure is another `max_tokens` (named in         |
+|                                        |        | cure is another `budget_tokens` (named in      |
 |                                        |        | `errors`), so it is a bad value, not a big body|
 | `Unauthenticated`                      | 401    | with `WWW-Authenticate: Bearer`                |
 | `Forbidden`                            | 403    | a project key naming another project           |
@@ -160,7 +160,7 @@ def problem_for_error(
     if isinstance(error, InvalidInput):
         errors = [{"field": error.field, "problem": error.problem}]
     elif isinstance(error, ContextBudgetExceeded):
-        errors = [{"field": "max_tokens", "problem": str(error)}]
+        errors = [{"field": "budget_tokens", "problem": str(error)}]
     elif isinstance(error, UpstreamError) and error.status is not None:
         extra["upstream_status"] = error.status
     return problem(
@@ -215,9 +215,10 @@ def headers_for(status: int, error: Exception | None = None) -> dict[str, str] |
 
 async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TurnkeeperError)
-    if isinstance(exc, SessionNotFound):
-        exc = await run_in_threadpool(_located, request, exc)
-    body = problem_for_error(exc, instance=request.url.path, request_id=_request_id(request))
+    error = exc
+    if isinstance(error, SessionNotFound):
+        error = await run_in_threadpool(_located, request, error)
+    body = problem_for_error(error, instance=request.url.path, request_id=_request_id(request))
     if body["status"] >= 500:
         log.warning(
             "request_failed", status=body["status"], error=type(exc).__name__, detail=str(exc)

@@ -36,7 +36,7 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
-from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN
+from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN, window_budget
 
 JSON = dict[str, Any]
 MAX_TTL_SECONDS = 100 * 365 * 86400  # a lifetime beyond a century is a mistake (and overflows)
@@ -450,13 +450,30 @@ class ChatRequest(_Request):
     create: bool = Field(False, description="Create the session if the key names none.")
     stream: bool = Field(False, description="Answer as server-sent events.")
     strategy: StrategyName | None = None
-    max_tokens: int | None = Field(None, gt=0, le=MAX_WHOLE, description="Context budget.")
+    budget_tokens: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_WHOLE,
+        description="Token budget of the context window sent to the "
+        "model (default: the configured one). Not the reply's limit: see max_output_tokens.",
+    )
+    max_tokens: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_WHOLE,
+        json_schema_extra={"deprecated": True},  # in the schema only: reading it must not warn
+        description="Old name of budget_tokens (the window budget, not the reply's limit); "
+        "still accepted.",
+    )
     reserved_tokens: int | None = Field(None, ge=0, le=MAX_WHOLE)
     keep_recent: int | None = Field(None, gt=0, le=MAX_WHOLE)
     model: str | None = Field(None, description="Upstream model (default: llm_model).")
     temperature: float | None = Field(None, ge=0, le=2)
     max_output_tokens: int | None = Field(
-        None, gt=0, le=MAX_WHOLE, description="Sent as the reply's max_tokens."
+        None,
+        gt=0,
+        le=MAX_WHOLE,
+        description="The reply's length limit, sent to the model as its max_tokens.",
     )
 
     def to_message(self) -> NewMessage:
@@ -467,7 +484,7 @@ class ChatRequest(_Request):
 
     def options(self) -> TurnOptions:
         return TurnOptions(
-            strategy=self.strategy, max_tokens=self.max_tokens,
+            strategy=self.strategy, budget_tokens=window_budget(self.budget_tokens, self.max_tokens),
             reserved_tokens=self.reserved_tokens, keep_recent=self.keep_recent, model=self.model,
         )  # fmt: skip
 

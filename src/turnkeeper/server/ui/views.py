@@ -202,7 +202,7 @@ class Preview:
     """A context build asked for on the session page: the window, or why there is none."""
 
     strategy: str
-    max_tokens: str
+    budget_tokens: str
     model: str
     keep_recent: str
     agent: str = ""
@@ -234,7 +234,7 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
         window = tk.context(
             session, strategy=asked.strategy, model=asked.model or None, project=scope,
             agent=asked.agent or None,
-            max_tokens=_number("budget", asked.max_tokens),
+            budget_tokens=_number("budget_tokens", asked.budget_tokens),
             keep_recent=_number("keep_recent", asked.keep_recent),
         )  # fmt: skip
     except TurnkeeperError as exc:
@@ -352,7 +352,7 @@ def session_page(
     caller: UICaller,
     internal: bool = False,
     strategy: str = "",
-    max_tokens: str = "",
+    budget_tokens: str = "",
     model: str = "",
     keep_recent: str = "",
     agent: str = "",
@@ -367,7 +367,7 @@ def session_page(
     )
     preview = None
     if strategy:
-        asked = Preview(strategy, max_tokens, model, keep_recent, agent)
+        asked = Preview(strategy, budget_tokens, model, keep_recent, agent)
         preview = _preview(tk, session, scope, asked)
     return page(
         "session.html", request=request, caller=caller, session=session,

@@ -71,6 +71,15 @@ def test_a_printed_window_lists_its_messages_after_the_report(tk: Turnkeeper) ->
                                  "tokens"]  # fmt: skip
 
 
+def test_a_printed_window_tags_the_internal_messages_it_sends(tk: Turnkeeper) -> None:
+    session = tk.create_session()
+    tk.append(session, "user", "Book a table.")
+    tk.append(session, "assistant", "checked availability", internal=True, author="tool")
+    lines = str(tk.context(session, strategy=StrategyName.SLIDING_WINDOW)).splitlines()
+    assert "assistant:tool (internal)" in lines[-1]
+    assert "internal" not in lines[-2]
+
+
 def test_an_empty_window_costs_no_tokens(tk: Turnkeeper) -> None:
     session = tk.create_session()
     window = tk.context(session)

@@ -477,6 +477,8 @@ class ContextWindow:
         for message in self.messages:
             where = f"#{message.seq}" if message.seq is not None else message.kind
             speaker = f"{message.role}:{message.author}" if message.author else str(message.role)
+            if message.internal:
+                speaker += " (internal)"
             text = " ".join(message.content.split())
             text = text if len(text) <= 72 else text[:71] + "…"
             lines.append(f"{where:>8}  {speaker:<10} {message.tokens:>5}  {text}")

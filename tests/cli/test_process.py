@@ -200,3 +200,18 @@ def test_a_session_of_another_project_is_said_to_be_there(env: dict[str, str], d
         assert line.endswith(hint)
     shown = run(env, "history", "support-42", "--project", "acme", "--db", db)
     assert shown.returncode == 0, shown.stderr  # the hint's advice works
+
+
+def test_the_window_tags_the_internal_messages_it_sends(env: dict[str, str], db: str) -> None:
+    for args in (
+        ("--role", "user", "Book a table."),
+        ("--role", "assistant", "--internal", "--author", "tool", "checked availability"),
+        ("--role", "user", "For two."),
+    ):
+        assert run(env, "add", "dinner", *args, "--db", db).returncode == 0
+    shown = run(env, "context", "dinner", "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    lines = {line for line in shown.stdout.splitlines() if "│" not in line}
+    (noted,) = [line for line in lines if "checked availability" in line]
+    assert "internal" in noted
+    assert not any("internal" in line for line in lines if "Book a table" in line)

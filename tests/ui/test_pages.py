@@ -10,7 +10,7 @@ from playwright.sync_api import Browser, Page, expect
 from tests.server.conftest import Service
 from tests.server.upstream import Upstream
 
-from .conftest import new_page, open_context, screenshot
+from .conftest import chip_seqs, new_page, open_context, screenshot
 
 
 def seed(service: Service) -> dict[str, str]:
@@ -181,6 +181,31 @@ def test_previews_the_context_under_two_strategies(as_admin: Page, ui: Service) 
     width = preview.locator(".budget-fill").evaluate("el => el.style.width")
     assert width.endswith("%") and 0 < float(width[:-1]) <= 100
     screenshot(as_admin, "context-preview")
+
+
+def test_the_preview_names_every_message_it_drops_and_tags_internal_ones(
+    as_admin: Page, ui: Service
+) -> None:
+    session = ui.tk.create_session(key="notes", project="alpha", title="With notes")
+    ui.tk.append(session, "system", "Be brief.")
+    for turn in range(30):
+        ui.tk.append(session, "user", f"question {turn} " + "words " * 20)
+        ui.tk.append(session, "assistant", f"note {turn}", internal=True, author="tool-agent")
+    as_admin.goto(f"/sessions/{session.id}?strategy=sliding_window&budget_tokens=300")
+    preview = as_admin.locator("#context")
+    dropped = int(preview.locator(".counts .dropped span").inner_text())
+    named = chip_seqs(preview.locator("#dropped-seqs a.chip.dropped").all_inner_texts())
+    assert dropped > 20 and len(named) == dropped  # older messages it never read included
+    assert named == list(range(2, 2 + dropped))
+    marker = preview.locator(".window .kind-marker").inner_text()
+    assert f"{dropped} older messages" in marker
+    internal = preview.locator(".window .wmsg.internal")
+    expect(internal.first).to_be_visible()
+    assert internal.count() == preview.locator(".window .badge.internal").count() > 0
+    for text in internal.all_inner_texts():
+        assert "note" in text  # only the internal messages are tagged
+    question = preview.locator(".window .wmsg", has_text="question 29")
+    expect(question).not_to_have_class(re.compile("internal"))
 
 
 def test_previews_one_agents_perspective(as_admin: Page, ui: Service) -> None:

@@ -383,6 +383,8 @@ class Output:
         room = max(24, self.console.width - 50)  # what the other columns leave on one line
         for m in messages:
             kind = Text(m.kind, style="" if m.kind == "message" else "bold yellow")
+            if m.internal:  # sent to the model, never shown to the product's users
+                kind.append(" internal", style="bold magenta")
             table.add_row(
                 _role(m.role.value), _opt(m.author), kind, _opt(m.seq), str(m.tokens),
                 Text(_preview(m.content, room)),

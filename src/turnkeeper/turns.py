@@ -90,7 +90,7 @@ class TurnOptions:
 class Attempt:
     """How this request for a turn arrived: the client's `Idempotency-Key`, whether the client
     says it is a retry, the request id (kept in the trace), and which door it came through
-    (`chat`, `proxy`, `ui`, `library`)."""
+    (`chat`, `proxy`, `ui`, `cli`, `library`)."""
 
     idempotency_key: str | None = None
     retry: bool = False

@@ -215,3 +215,30 @@ def test_the_window_tags_the_internal_messages_it_sends(env: dict[str, str], db:
     (noted,) = [line for line in lines if "checked availability" in line]
     assert "internal" in noted
     assert not any("internal" in line for line in lines if "Book a table" in line)
+
+
+def test_counts_of_one_read_in_the_singular(env: dict[str, str], db: str, tmp_path: Path) -> None:
+    assert run(env, "add", "solo", "hi", "--db", db).returncode == 0
+    exported = run(env, "export", "--output", str(tmp_path / "one.jsonl"), "--db", db)
+    assert exported.returncode == 0, exported.stderr
+    assert "Exported 1 session and 1 message to " in exported.stdout
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    imported = run(env, "import", str(tmp_path / "one.jsonl"), "--db", other)
+    assert "Imported 1 new session and 1 new message (1 session and 1 message read)." in (
+        imported.stdout
+    )
+    deleted = run(env, "sessions", "delete", "solo", "--yes", "--db", db)
+    assert deleted.stdout.startswith("Deleted session ") and "its 1 message." in deleted.stdout
+    assert "sessions" not in exported.stdout + imported.stdout + deleted.stdout
+
+
+def test_history_without_a_session_shows_the_latest_one(env: dict[str, str], db: str) -> None:
+    empty = run(env, "history", "--db", db)
+    assert empty.returncode == 2
+    assert empty.stderr.splitlines()[0].startswith("error: there is no session yet")
+    for key in ("older", "newer", "older"):  # the older one is active again, last
+        assert run(env, "add", key, f"to {key}", "--db", db).returncode == 0
+    latest = json.loads(run(env, "history", "--db", db, "--json").stdout)
+    assert [m["content"] for m in latest["messages"]] == ["to older", "to older"]
+    help_text = run(env, "history", "--help").stdout
+    assert "[SESSION]" in help_text

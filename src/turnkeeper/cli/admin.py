@@ -21,6 +21,7 @@ from turnkeeper.cli.app import (
 from turnkeeper.config import demo_database_url
 from turnkeeper.context.formats import to_openai
 from turnkeeper.types import NewMessage, StrategyName
+from turnkeeper.wording import counted
 
 
 @app.command("gc")
@@ -153,7 +154,7 @@ def demo(db: DbOption = None, json_output: JsonOption = False) -> None:
         ]
         added = sum(m.seq > session.last_seq for m in tk.append_many(session, turns))
         out.note(
-            f"… and {len(turns) - 1} more turns: {added} messages added"
+            f"… and {counted(len(turns) - 1, 'more turn')}: {counted(added, 'message')} added"
             + ("." if added else " (their ids are fixed, so a second run adds none).")
         )
         if out.json:

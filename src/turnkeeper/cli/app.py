@@ -34,13 +34,33 @@ from turnkeeper.config import load_settings, parse_duration
 from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import UNSET, JSONObject, Session, StrategyName
+from turnkeeper.types import UNSET, JSONObject, Session, SessionStatus, StrategyName
 
 EXIT_ERROR = 1
+
+COMMAND_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Commands", ("sessions", "add", "history", "context", "chat", "search", "trace", "demo")),
+    ("Branches and agents", ("fork", "branches", "agents", "summaries", "conversation-context")),
+    ("The service", ("serve", "keys", "mcp")),
+    ("Data", ("export", "import", "stats", "gc")),
+)
+"""How `--help` lists the commands: what a user needs first, first (a conversation's commands),
+in panels as gh's help has them. A command missing here is listed last."""
+
+_COMMAND_ORDER = [name for _, names in COMMAND_PANELS for name in names]
 
 
 class TurnkeeperGroup(TyperGroup):
     """The root command; its `main` is the one place errors are turned into exit codes."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands in `COMMAND_PANELS` order, each in its panel."""
+        for panel, names in COMMAND_PANELS[1:]:
+            for name in names:
+                if name in self.commands:
+                    self.commands[name].rich_help_panel = panel  # type: ignore[attr-defined]
+        known = [name for name in _COMMAND_ORDER if name in self.commands]
+        return known + sorted(set(self.commands) - set(known))
 
     def main(
         self,
@@ -209,6 +229,19 @@ def session_or_new(ctx: Ctx, ref: str, *, project: str | None) -> Session:
     return session
 
 
+def latest_session(ctx: Ctx, *, project: str | None, active: bool = False) -> Session:
+    """The session with the most recent activity (of `project`, else of any; only an active
+    one with `active`), as llm's `logs` shows the latest conversation; `UsageProblem` when
+    there is none."""
+    status = SessionStatus.ACTIVE if active else None
+    page = ctx.tk.list_sessions(project=project, status=status, limit=1)
+    if not page.items:
+        kind = "active session" if active else "session"
+        where = f" in project {project!r}" if project else ""
+        raise UsageProblem(f"there is no {kind}{where} yet; give a SESSION")
+    return page.items[0]
+
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"turnkeeper {turnkeeper.__version__}")
@@ -347,10 +380,10 @@ StrategyOption = Annotated[
 ]
 BudgetOption = Annotated[
     int | None,
-    typer.Option(
-        "--budget",
-        "--max-tokens",
-        metavar="N",
-        help="Token budget of the context window (--max-tokens: its old name).",
-    ),
+    typer.Option("--budget", metavar="N", help="Token budget of the context window."),
 ]
+OldBudgetOption = Annotated[
+    int | None, typer.Option("--max-tokens", metavar="N", hidden=True, help="Old name of --budget.")
+]
+"""`--max-tokens`, still read as `--budget` (`window_budget` merges them) but not shown: to a
+model API `max_tokens` is the reply's limit."""

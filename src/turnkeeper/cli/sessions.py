@@ -22,6 +22,7 @@ from turnkeeper.cli.app import (
     ttl_value,
 )
 from turnkeeper.types import UNSET, SessionStatus
+from turnkeeper.wording import counted
 
 sessions = typer.Typer(
     help="Create, list, inspect and manage sessions (conversations).", no_args_is_help=True
@@ -205,7 +206,7 @@ def delete(
         if confirm:
             typer.confirm(
                 f"Delete session {found.id} ({found.key or 'no key'}, "
-                f"{found.message_count} messages)?",
+                f"{counted(found.message_count, 'message')})?",
                 abort=True,
             )
         ctx.tk.delete_session(found.id)

@@ -45,7 +45,7 @@ class TracePublic(BaseModel):
     session_id: str
     seq: int = Field(description="The reply this trace belongs to.")
     turn_seq: int = Field(description="The turn it answered.")
-    source: str = Field(description="Where the turn came from: chat, proxy, ui or library.")
+    source: str = Field(description="Where the turn came from: chat, proxy, ui, cli or library.")
     model: str
     strategy: str
     budget: int

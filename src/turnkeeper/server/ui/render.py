@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from turnkeeper.turns import is_turn_reply
 from turnkeeper.types import Message
+from turnkeeper.wording import counted
 
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
 _markdown.enable(["table", "strikethrough"])
@@ -79,7 +80,7 @@ def _environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(markdown=markdown, ago=ago, stamp=stamp, number=number)
+    env.filters.update(markdown=markdown, ago=ago, stamp=stamp, number=number, counted=counted)
     env.globals.update(message_kind=message_kind, is_turn_reply=is_turn_reply)
     return env
 

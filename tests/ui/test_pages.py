@@ -353,3 +353,31 @@ def test_logs_in_with_an_api_key_and_out_again(browser: Browser, ui: Service) ->
     page.goto("/")
     expect(page).to_have_url(re.compile(r"/login$"))
     context.close()
+
+
+def test_the_preview_shows_above_the_transcript_where_the_user_looks(
+    as_admin: Page, ui: Service
+) -> None:
+    session = ui.tk.create_session(key="very-long", project="alpha", title="Very long")
+    ui.tk.append(session, "system", "Be brief.")
+    for turn in range(40):
+        ui.tk.append(session, "user", f"question {turn} " + "words " * 30)
+    as_admin.goto(f"/sessions/{session.id}")
+    as_admin.get_by_label("Strategy").select_option("sliding_window")
+    as_admin.get_by_role("button", name="Preview context").click()
+    preview = as_admin.locator("#context")
+    expect(preview).to_be_in_viewport()
+    top = preview.bounding_box()
+    transcript = as_admin.locator("#transcript").bounding_box()
+    assert top is not None and transcript is not None and top["y"] < transcript["y"]
+    as_admin.get_by_role("link", name="Close preview").click()
+    expect(as_admin.locator("#context")).to_have_count(0)
+
+
+def test_the_not_found_page_keeps_the_search_box_and_log_out(as_alpha: Page, ui: Service) -> None:
+    response = as_alpha.goto("/sessions/no-such-session")
+    assert response is not None and response.status == 404
+    expect(as_alpha.locator("main h1")).to_have_text("Not found")
+    expect(as_alpha.get_by_role("searchbox", name="Find messages")).to_be_visible()
+    expect(as_alpha.get_by_role("button", name="Log out")).to_be_visible()
+    expect(as_alpha.locator(".who")).to_contain_text("alpha")

@@ -111,7 +111,8 @@ def _store(tk: Turnkeeper, spec: list[tuple[str, int, bool]]) -> str:
                 NewMessage("tool", text, tool_call_id=f"c{n}"),
             ]
         else:
-            messages.append(NewMessage(role, text, internal=internal))
+            author = "planner" if role == "assistant" and n % 3 else None  # another agent
+            messages.append(NewMessage(role, text, internal=internal, author=author))
     tk.append_many(session, messages)
     return session.id
 
@@ -128,6 +129,7 @@ def _store(tk: Turnkeeper, spec: list[tuple[str, int, bool]]) -> str:
     keep_recent=st.integers(1, 12),
     include_internal=st.sampled_from([None, True, False]),
     pending=st.booleans(),
+    agent=st.sampled_from([None, None, "reviewer"]),
 )
 def test_every_strategy_names_exactly_the_messages_it_counts(
     tk: Turnkeeper,
@@ -137,17 +139,18 @@ def test_every_strategy_names_exactly_the_messages_it_counts(
     keep_recent: int,
     include_internal: bool | None,
     pending: bool,
+    agent: str | None,
 ) -> None:
     session_id = _store(tk, spec)
     try:
         window = tk.context(
             session_id, strategy=strategy, budget_tokens=budget, reserved_tokens=0,
             keep_recent=keep_recent, include_internal=include_internal,
-            new_message=NewMessage("user", "And now?") if pending else None,
+            new_message=NewMessage("user", "And now?") if pending else None, agent=agent,
         )  # fmt: skip
     except ContextBudgetExceeded:
         return
-    sees_internal = strategy is not StrategyName.RECENT  # the default view of each strategy
+    sees_internal = strategy is not StrategyName.RECENT or agent is not None  # the defaults
     if include_internal is not None:
         sees_internal = include_internal
     history = {m.seq for m in tk.history(session_id) if sees_internal or not m.internal}

@@ -181,9 +181,8 @@ class StoreHistory:
         gaps = SeqRanges.span(1, newest) - loaded
         if not gaps:
             return NO_SEQS
-        unread = self.count_before(newest + 1) - len(loaded)
-        if unread == len(gaps):
-            return gaps
+        if self._include_internal and self.count_before(newest + 1) - len(loaded) == len(gaps):
+            return gaps  # counted from memory (`count_before`): no query
         first, last = gaps.runs[0][0], gaps.runs[-1][1]
         held = message_seq_runs(
             self._store, self._session_id, from_seq=first, to_seq=last,

@@ -350,6 +350,7 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
     create_session = Offload(Turnkeeper.create_session)
     get_or_create_session = Offload(Turnkeeper.get_or_create_session)
     list_sessions = Offload(Turnkeeper.list_sessions)
+    projects_holding = Offload(Turnkeeper.projects_holding)
     iter_session_ids = OffloadIterator(Turnkeeper.iter_session_ids)
     update_session = Offload(Turnkeeper.update_session)
     reset_session = Offload(Turnkeeper.reset_session)

@@ -227,7 +227,7 @@ async def client(connection: Connection, index: int, deadline: float, tally: Tal
     if status not in (200, 201):
         raise RuntimeError(f"cannot create session {key}: {status} {answer[:200]!r}")
     acked = 0
-    context = f"/v1/sessions/{key}/context?strategy=sliding_window&max_tokens=2000"
+    context = f"/v1/sessions/{key}/context?strategy=sliding_window&budget_tokens=2000"
     while time.perf_counter() < deadline:
         started = time.perf_counter()
         try:

@@ -53,7 +53,7 @@ RESULTS = ROOT / "bench" / "results" / "replicas.md"
 README = ROOT / "README.md"
 TEXT = "Where should we eat near Alfama tonight? We are vegetarian and like quiet places. "
 PROJECT = "bench"
-CONTEXT = "context?strategy=sliding_window&max_tokens=2000"
+CONTEXT = "context?strategy=sliding_window&budget_tokens=2000"
 
 
 @dataclass

@@ -192,11 +192,11 @@ def build_latencies(url: str, session_id: str, builds: int, *, redis: bool) -> l
     """Build latencies on one long-lived instance (a warmed-up replica)."""
     options: dict[str, Any] = {"lru_size": 0, "redis_url": REDIS if redis else None}
     with turnkeeper.open(url, **options) as tk:
-        tk.context(session_id, strategy="sliding_window", max_tokens=8000)  # warm (and fill)
+        tk.context(session_id, strategy="sliding_window", budget_tokens=8000)  # warm (and fill)
         timings = []
         for _ in range(builds):
             start = time.perf_counter()
-            tk.context(session_id, strategy="sliding_window", max_tokens=8000)
+            tk.context(session_id, strategy="sliding_window", budget_tokens=8000)
             timings.append(time.perf_counter() - start)
     return timings
 
@@ -229,7 +229,7 @@ def hit_ratio(url: str, requests: int) -> tuple[float, float, float, float]:
             sid = sessions[min(int(rng.expovariate(0.5)), len(sessions) - 1)]  # a few hot ones
             if rng.random() < 0.1:
                 tk.append(sid, "user", "a new turn")
-            tk.context(sid, strategy="sliding_window", max_tokens=8000)
+            tk.context(sid, strategy="sliding_window", budget_tokens=8000)
         window, lru, shared, misses = (
             counter(name, **labels) - was for (name, labels), was in zip(names, before, strict=True)
         )

@@ -155,7 +155,7 @@ def open_and_warm(path: Path, session_id: str, rounds: int) -> dict[str, list[fl
     }  # fmt: skip
     tk = turnkeeper.open(url)
     conn = raw_connect(path)
-    tk.context(session_id, strategy="sliding_window", max_tokens=8000)
+    tk.context(session_id, strategy="sliding_window", budget_tokens=8000)
     for _ in range(rounds):
         start = time.perf_counter()
         turnkeeper.open(url).close()
@@ -174,15 +174,15 @@ def open_and_warm(path: Path, session_id: str, rounds: int) -> dict[str, list[fl
         raw.close()
         times["raw open read"].append(time.perf_counter() - start)
         start = time.perf_counter()
-        tk.context(session_id, strategy="sliding_window", max_tokens=8000)
+        tk.context(session_id, strategy="sliding_window", budget_tokens=8000)
         times["warm"].append(time.perf_counter() - start)
         start = time.perf_counter()
         raw_window(conn, session_id, 8000)
         times["raw warm"].append(time.perf_counter() - start)
         # A budget the remembered window was not built for: built again, from cached pages.
-        tk.context(session_id, strategy="sliding_window", max_tokens=8001)
+        tk.context(session_id, strategy="sliding_window", budget_tokens=8001)
         start = time.perf_counter()
-        tk.context(session_id, strategy="sliding_window", max_tokens=8000)
+        tk.context(session_id, strategy="sliding_window", budget_tokens=8000)
         times["rebuild"].append(time.perf_counter() - start)
     tk.close()
     conn.close()
@@ -209,7 +209,7 @@ def build_once(path: Path, session_id: str) -> tuple[float, int]:
     """One sliding_window build from a fresh connection; returns (seconds, messages loaded)."""
     start = time.perf_counter()
     with turnkeeper.open(f"sqlite:///{path}") as tk:
-        window = tk.context(session_id, strategy="sliding_window", max_tokens=8000)
+        window = tk.context(session_id, strategy="sliding_window", budget_tokens=8000)
     return time.perf_counter() - start, window.report.messages_loaded
 
 
@@ -380,7 +380,7 @@ def main() -> None:
         with turnkeeper.open(f"sqlite:///{path}") as tk:
             session = tk.get_session(f"size-{largest}")
             tracemalloc.start()
-            tk.context(session.id, strategy="sliding_window", max_tokens=8000)
+            tk.context(session.id, strategy="sliding_window", budget_tokens=8000)
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
         lines += [

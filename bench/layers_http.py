@@ -132,7 +132,7 @@ class Driver:
             body = {"role": "user", "content": f"{TEXT}#{n}", "id": f"bench-{n}"}
             status = await self.call("POST", "/v1/sessions/bench/messages", body=body)
             assert status == 201, status
-            query = b"strategy=sliding_window&max_tokens=2000"
+            query = b"strategy=sliding_window&budget_tokens=2000"
             status = await self.call("GET", "/v1/sessions/bench/context", query)
             assert status == 200, status
 

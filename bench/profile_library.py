@@ -75,11 +75,11 @@ def profiles(root: Path) -> list[str]:
             lambda: tk.append(session.id, "user", f"{TEXT}{next(n)}"),
         )
         tk.append_many(session.id, [NewMessage("user", f"{TEXT} {i}") for i in range(2000)])
-        tk.context(session.id, strategy="sliding_window", max_tokens=8000)
+        tk.context(session.id, strategy="sliding_window", budget_tokens=8000)
         lines += profile(
             "warm sliding_window build, 8,000 tokens (window remembered for the version)",
             2000,
-            lambda: tk.context(session.id, strategy="sliding_window", max_tokens=8000),
+            lambda: tk.context(session.id, strategy="sliding_window", budget_tokens=8000),
         )
         lines += profile(
             "open + close (another connection holds the file open, as in bench_sqlite)",

@@ -98,7 +98,7 @@ async def count(url: str, pairs: int) -> dict[str, float]:
             before = tracer.round_trips()
             assert await driver.call("POST", "/v1/sessions/bench/messages", body=body) == 201
             middle = tracer.round_trips()
-            query = b"strategy=sliding_window&max_tokens=2000"
+            query = b"strategy=sliding_window&budget_tokens=2000"
             assert await driver.call("GET", "/v1/sessions/bench/context", query) == 200
             spent["append"] += middle - before
             spent["context"] += tracer.round_trips() - middle

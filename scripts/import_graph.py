@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "metrics",
             "config",
             "bridge",
+            "wording",
         ),
     ),
     ("storage", ("storage",)),

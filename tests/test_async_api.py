@@ -78,7 +78,7 @@ def test_open_async_stores_what_open_reads_and_raises_the_same_errors(tmp_path: 
             assert created
             await tk.append(session, "user", "Where is my order?")
             await tk.append_many(session, [NewMessage("assistant", "On its way.")])
-            window = await tk.context(session, max_tokens=500)
+            window = await tk.context(session, budget_tokens=500)
             await tk.agents.set_phase(session, "verification")
             ids = [sid async for sid in tk.iter_session_ids(project="acme")]
             try:

@@ -27,7 +27,7 @@ def test_windows_and_stats_of_a_branch_see_its_whole_history(tk: Turnkeeper) -> 
     source = _conversation(tk, ttl=None)
     branch = tk.fork(source, 3, title="Livelier")
     tk.append(branch, "user", "Which is livelier?")
-    window = tk.context(branch, strategy=StrategyName.SLIDING_WINDOW, max_tokens=2000)
+    window = tk.context(branch, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=2000)
     assert [m.content for m in window.messages] == [
         "You are a travel agent.",
         "Where should I stay?",
@@ -40,7 +40,7 @@ def test_windows_and_stats_of_a_branch_see_its_whole_history(tk: Turnkeeper) -> 
         {"system": 1, "user": 2, "assistant": 1},
     )
     assert tk.get_session(branch).title == "Livelier"
-    source_window = tk.context(source, strategy=StrategyName.SLIDING_WINDOW, max_tokens=2000)
+    source_window = tk.context(source, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=2000)
     assert "Which is livelier?" not in [m.content for m in source_window.messages]
 
 

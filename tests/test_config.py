@@ -15,9 +15,12 @@ from turnkeeper.errors import InvalidConfig
 from turnkeeper.types import StrategyName
 
 
-def test_defaults_follow_the_older_designs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_keep_conversations_and_follow_the_older_designs_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     settings = load_settings()
-    assert settings.session_expiration == timedelta(hours=24)
+    assert settings.session_expiration is None  # conversations are kept until deleted
+    assert settings.sliding_expiry  # a configured lifetime counts from the last activity
     assert settings.cleanup_interval == timedelta(hours=1)
     assert settings.strategy is StrategyName.SLIDING_WINDOW
     assert settings.keep_recent_messages == 10
@@ -32,13 +35,13 @@ def test_toml_file_env_and_arguments_take_precedence_in_order(
     config = tmp_path / "turnkeeper.toml"
     config.write_text(
         '[turnkeeper]\ntoken_strategy = "summarization"\nsession_expiration = "2h"\n'
-        "keep_recent_messages = 4\nmax_tokens = 100000\n"
+        "keep_recent_messages = 4\nbudget_tokens = 100000\n"
     )
     monkeypatch.setenv("TURNKEEPER_CONFIG", str(config))
     settings = load_settings()
     assert settings.strategy is StrategyName.SUMMARIZE
     assert settings.session_expiration == timedelta(hours=2)
-    assert (settings.keep_recent_messages, settings.max_tokens) == (4, 100000)
+    assert (settings.keep_recent_messages, settings.budget_tokens) == (4, 100000)
     monkeypatch.setenv("TURNKEEPER_KEEP_RECENT_MESSAGES", "7")
     assert load_settings().keep_recent_messages == 7
     assert load_settings(keep_recent_messages=9).keep_recent_messages == 9
@@ -47,7 +50,8 @@ def test_toml_file_env_and_arguments_take_precedence_in_order(
 @pytest.mark.parametrize(
     ("env", "value", "key"),
     [
-        ("TURNKEEPER_MAX_TOKENS", "-5", "max_tokens"),
+        ("TURNKEEPER_BUDGET_TOKENS", "-5", "budget_tokens"),
+        ("TURNKEEPER_MAX_TOKENS", "-5", "budget_tokens"),
         ("TURNKEEPER_STRATEGY", "psychic", "strategy"),
         ("TURNKEEPER_SESSION_EXPIRATION", "soon", "session_expiration"),
         ("TURNKEEPER_TOKEN_ENCODING", "p50k_base", "token_encoding"),
@@ -87,7 +91,30 @@ def test_unknown_key_in_the_config_file_is_named(
         load_settings()
 
 
+def test_the_window_budget_keeps_its_old_name_max_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "turnkeeper.toml"
+    config.write_text("max_tokens = 3000\n")  # a config file written for the old name
+    monkeypatch.setenv("TURNKEEPER_CONFIG", str(config))
+    assert load_settings().budget_tokens == 3000
+    monkeypatch.setenv("TURNKEEPER_MAX_TOKENS", "4000")  # the environment beats the file
+    assert load_settings().budget_tokens == 4000
+    monkeypatch.setenv("TURNKEEPER_BUDGET_TOKENS", "5000")  # the new name beats the old
+    assert load_settings().budget_tokens == 5000
+    assert load_settings(budget_tokens=6000).budget_tokens == 6000
+
+
+def test_a_bare_max_tokens_variable_is_not_the_window_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MAX_TOKENS", "256")  # many LLM programs: the reply's limit
+    assert load_settings().budget_tokens is None
+
+
 def test_never_disables_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "24h")
+    assert load_settings().session_expiration == timedelta(hours=24)
     monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "never")
     assert load_settings().session_expiration is None
 

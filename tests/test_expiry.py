@@ -196,13 +196,28 @@ def test_started_sweeper_expires_on_its_interval_until_stopped(
     assert tk.store.get_session(later.id).status is SessionStatus.ACTIVE  # stopped: no sweeps
 
 
-def test_sliding_expiry_keeps_an_active_conversation_alive(
+def test_by_default_a_conversation_in_use_is_kept_past_a_day(tk: Turnkeeper, clock: Clock) -> None:
+    """The default configuration forgets nothing: a day (or a month) later, append still
+    works and get-or-create finds the same session with its messages."""
+    session, created = tk.get_or_create_session("support-42")
+    assert created and session.expires_at is None
+    tk.append(session, "user", "My order never arrived.")
+    for later in (timedelta(hours=25), timedelta(days=40)):
+        clock.advance(later)
+        tk.append(session, "user", f"Still waiting after {later}.")
+        again, created = tk.get_or_create_session("support-42")
+        assert (again.id, created) == (session.id, False)
+        assert tk.history(again)[0].content == "My order never arrived."
+        assert tk.transfer.expire(delete=True).expired == ()
+    window = tk.context("support-42")
+    assert window.messages[0].content == "My order never arrived."
+
+
+def test_a_configured_lifetime_counts_from_the_last_activity(
     store: Store, settings: Settings, clock: Clock
 ) -> None:
-    sliding = settings.model_copy(
-        update={"sliding_expiry": True, "session_expiration": timedelta(hours=1)}
-    )
-    tk = Turnkeeper(store, sliding, clock=clock)
+    configured = settings.model_copy(update={"session_expiration": timedelta(hours=1)})
+    tk = Turnkeeper(store, configured, clock=clock)
     session = tk.create_session()
     for turn in range(5):  # five hours of activity, never an hour apart
         clock.advance(timedelta(minutes=50))
@@ -220,13 +235,22 @@ def test_sliding_expiry_keeps_an_active_conversation_alive(
     assert tk.get_session(forever.id).expires_at is None
 
 
-def test_without_sliding_expiry_activity_does_not_extend_a_session(
-    tk: Turnkeeper, clock: Clock
+def test_without_sliding_expiry_a_session_expires_a_lifetime_after_its_creation(
+    store: Store, settings: Settings, clock: Clock
 ) -> None:
-    session = tk.create_session(ttl=timedelta(hours=1))
-    clock.advance(timedelta(minutes=50))
+    fixed = settings.model_copy(
+        update={"sliding_expiry": False, "session_expiration": timedelta(hours=24)}
+    )
+    tk = Turnkeeper(store, fixed, clock=clock)
+    session, _ = tk.get_or_create_session("support-42")
+    clock.advance(timedelta(hours=23))
     tk.append(session, "user", "hi")
     assert tk.get_session(session.id).expires_at == session.expires_at
+    clock.advance(timedelta(hours=2))
+    with pytest.raises(SessionExpired):
+        tk.append(session, "user", "still there?")
+    fresh, created = tk.get_or_create_session("support-42")
+    assert created and fresh.id != session.id
 
 
 def test_project_stats_count_sessions_by_status_including_expired(

@@ -198,8 +198,8 @@ def test_every_metric_reaches_an_installed_recorder_and_prometheus_alike(tmp_pat
         with turnkeeper.open(f"sqlite:///{tmp_path / 'metrics.db'}") as tk:
             session = tk.create_session()
             tk.append(session, "user", "hello")
-            tk.context(session, strategy="sliding_window", max_tokens=1000)
-            tk.context(session, strategy="sliding_window", max_tokens=1000)  # an LRU hit
+            tk.context(session, strategy="sliding_window", budget_tokens=1000)
+            tk.context(session, strategy="sliding_window", budget_tokens=1000)  # an LRU hit
     finally:
         metrics.uninstall(recorded)
     names = [name for name, _, _ in recorded.events]

@@ -37,7 +37,7 @@ PROGRAM = textwrap.dedent(
             tk.append(session, "assistant", f"answer {i}")
         for strategy in ("full", "recent", "sliding_window", "truncate", "summarize"):
             budget = None if strategy == "full" else 600
-            window = tk.context(session, strategy=strategy, max_tokens=budget, reserved_tokens=0)
+            window = tk.context(session, strategy=strategy, budget_tokens=budget, reserved_tokens=0)
             turnkeeper.to_openai(window)
         tk.conversation_context("quiet")
     """

@@ -12,7 +12,7 @@ def test_public_names_are_pinned() -> None:
             "ContextReport", "ContextWindow", "ExpiryReport", "ExtractiveSummarizer", "Forbidden",
             "IdempotencyKeyReused", "InvalidConfig", "InvalidInput", "InvalidMessage", "Message",
             "NewMessage",
-            "NotFound", "Page", "ProjectStats", "Role", "SeqConflict", "Session",
+            "NotFound", "Page", "ProjectStats", "Role", "SeqConflict", "SeqRanges", "Session",
             "SessionExpired", "SessionNotFound", "SessionStats", "SessionStatus", "Settings",
             "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError",
             "Unauthenticated", "UpstreamError", "UpstreamTimeout", "Usage",

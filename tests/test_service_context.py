@@ -11,11 +11,12 @@ from prometheus_client import REGISTRY
 from tests.conftest import Clock, make_sqlite_store
 from turnkeeper.config import Settings
 from turnkeeper.context.formats import to_openai
-from turnkeeper.errors import ContextBudgetExceeded, SessionExpired
+from turnkeeper.errors import ContextBudgetExceeded, InvalidInput, SessionExpired
 from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.tokens import REPLY_PRIMING, counter_for
+from turnkeeper.turns import TurnOptions
 from turnkeeper.types import NewMessage, StrategyName
 
 
@@ -69,12 +70,22 @@ def test_sliding_window_budget_is_a_ratio_of_the_models_window(tk: Turnkeeper) -
     session_id = _conversation(tk, 2)
     assert tk.context(session_id, model="gpt-4").report.budget == int(8192 * 0.8)
     assert tk.context(session_id, model="gpt-4o").report.budget == int(128_000 * 0.8)
-    assert tk.context(session_id, max_tokens=900, reserved_tokens=100).report.budget == 800
+    assert tk.context(session_id, budget_tokens=900, reserved_tokens=100).report.budget == 800
+
+
+def test_max_tokens_is_the_budgets_old_name_and_says_so(tk: Turnkeeper) -> None:
+    session_id = _conversation(tk, 2)
+    with pytest.warns(DeprecationWarning, match="budget_tokens="):
+        assert tk.context(session_id, max_tokens=900).report.budget == 900
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidInput, match="budget_tokens"):
+        tk.context(session_id, budget_tokens=800, max_tokens=900)
+    with pytest.warns(DeprecationWarning, match="TurnOptions"):
+        assert TurnOptions(max_tokens=700).budget_tokens == 700
 
 
 def test_a_model_with_another_encoding_is_counted_with_its_own_tokenizer(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 6)
-    window = tk.context(session_id, strategy="full", model="gpt-4", max_tokens=100_000)
+    window = tk.context(session_id, strategy="full", model="gpt-4", budget_tokens=100_000)
     cl100k = counter_for("cl100k_base")
     assert window.report.encoding == "cl100k_base"
     expected = sum(
@@ -85,7 +96,7 @@ def test_a_model_with_another_encoding_is_counted_with_its_own_tokenizer(tk: Tur
 
 def test_sliding_window_reads_only_the_tail_of_a_long_session(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 3000)
-    window = tk.context(session_id, strategy="sliding_window", max_tokens=2000)
+    window = tk.context(session_id, strategy="sliding_window", budget_tokens=2000)
     report = window.report
     assert report.messages_in_store == 3001
     assert report.messages_loaded < 300
@@ -99,7 +110,7 @@ def test_sliding_window_reads_only_the_tail_of_a_long_session(tk: Turnkeeper) ->
 def test_each_build_logs_conversation_context_loaded(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 40)
     with capture_events() as logs:
-        window = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+        window = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=500)
     events = [log for log in logs if log["event"] == "conversation_context_loaded"]
     assert len(events) == 1
     event = events[0]
@@ -123,7 +134,7 @@ def test_trigger_too_large_for_the_budget_is_an_error_not_a_silent_drop(tk: Turn
     session = tk.create_session()
     tk.append(session, "user", "word " * 500)
     with pytest.raises(ContextBudgetExceeded) as info:
-        tk.context(session, max_tokens=100)
+        tk.context(session, budget_tokens=100)
     assert info.value.budget == 100 and info.value.needed > 100
 
 
@@ -133,14 +144,14 @@ def _window_hits() -> float:
 
 def test_an_unchanged_session_builds_its_window_once(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 40)
-    first = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    first = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=500)
     hits = _window_hits()
-    again = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    again = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=500)
     assert again is first and _window_hits() == hits + 1
-    other = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=600)
+    other = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=600)
     assert other is not first and other.report.budget == 600  # other arguments: built
     tk.append(session_id, "user", "one more question")
-    moved = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+    moved = tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=500)
     assert moved is not first and moved.messages[-1].content == "one more question"
 
 
@@ -148,7 +159,7 @@ def test_a_remembered_window_is_logged_like_a_built_one(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 40)
     with capture_events() as logs:
         for _ in range(2):
-            tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, max_tokens=500)
+            tk.context(session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=500)
     events = [log for log in logs if log["event"] == "conversation_context_loaded"]
     assert len(events) == 2 and events[0] == events[1]
 

@@ -62,11 +62,33 @@ def test_a_turn_stores_the_reply_and_a_trace_of_the_exact_window_sent(
     assert [entry.seq for entry in diff.entered] == [3, 4] and diff.left == []
 
 
+def test_a_trace_names_every_message_its_marker_counts(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    tk.create_session(key="long")
+    tk.append("long", "system", "You plan trips.")
+    for n in range(40):
+        tk.append("long", "user", f"message {n} " + "word " * 30)
+    options = TurnOptions(strategy="sliding_window", budget_tokens=300)
+    made = chat.turn("long", "And now?", options=options).trace
+    assert made is not None
+    stored, _ = trace_of(tk, "long", made.seq)
+    assert stored == made  # the seq sets survive being stored
+    (marker,) = stored.markers
+    left_out = int(marker.split()[1])  # "[Note: N older messages truncated …]"
+    assert len(stored.dropped_seqs) == left_out > 0
+    before_reply = set(range(1, stored.turn_seq + 1))
+    assert set(stored.dropped_seqs) | set(stored.kept_seqs) == before_reply
+    report = stored.to_window().report
+    assert report.messages_dropped == len(report.dropped_seqs) == left_out
+    assert report.messages_loaded == len(report.loaded_seqs) < len(before_reply)
+
+
 def test_a_trace_says_what_was_dropped_and_what_fell_out_of_the_window(
     tk: Turnkeeper, chat: ChatTurns, model: Upstream
 ) -> None:
     tk.create_session(key="long")
-    options = TurnOptions(strategy="sliding_window", max_tokens=160)
+    options = TurnOptions(strategy="sliding_window", budget_tokens=160)
     results = [chat.turn("long", f"message {n} " + "word " * 30, options=options) for n in range(4)]
     last = results[-1].trace
     assert last is not None and last.dropped_seqs and last.strategy == "sliding_window"
@@ -83,7 +105,7 @@ def test_a_summarized_window_is_traced_with_its_checkpoint(
     tk: Turnkeeper, chat: ChatTurns, model: Upstream
 ) -> None:
     tk.create_session(key="summed")
-    options = TurnOptions(strategy="summarize", keep_recent=2, max_tokens=200)
+    options = TurnOptions(strategy="summarize", keep_recent=2, budget_tokens=200)
     results = [
         chat.turn("summed", f"fact {n} " + "detail " * 25, options=options) for n in range(5)
     ]

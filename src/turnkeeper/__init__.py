@@ -5,7 +5,7 @@
         session, _ = tk.get_or_create_session("support-42")
         tk.append(session, "system", "You are a helpful assistant.")
         tk.append(session, "user", "Hello!")
-        window = tk.context(session, strategy="sliding_window", max_tokens=8000)
+        window = tk.context(session, strategy="sliding_window", budget_tokens=8000)
         messages = turnkeeper.to_openai(window)
 
 `turnkeeper.open_async(url)` opens the same operations for asyncio (`AsyncTurnkeeper`).
@@ -63,6 +63,7 @@ from turnkeeper.types import (
     Phase,
     ProjectStats,
     Role,
+    SeqRanges,
     Session,
     SessionStats,
     SessionStatus,
@@ -106,6 +107,7 @@ __all__ = [
     "ProjectStats",
     "Role",
     "SeqConflict",
+    "SeqRanges",
     "Session",
     "SessionExpired",
     "SessionNotFound",

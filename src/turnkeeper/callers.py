@@ -8,9 +8,10 @@ outright is `Forbidden`. An admin sees every project.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from turnkeeper.errors import Conflict, Forbidden, SessionNotFound
+from turnkeeper.errors import Conflict, Forbidden, SessionNotFound, TurnkeeperError
 from turnkeeper.service import Turnkeeper
 
 
@@ -21,6 +22,10 @@ class Caller:
     project: str | None
     admin: bool
     key_id: str | None = None
+
+    def may_see(self, project: str) -> bool:
+        """Whether this caller may learn what project `project` holds."""
+        return self.admin or project == self.project
 
     def scope(self, requested: str | None) -> str | None:
         """The project a request works in. A project key works in its own (naming another is
@@ -34,6 +39,34 @@ class Caller:
 
 ANONYMOUS_ADMIN = Caller(project=None, admin=True)
 """The caller when no keys are asked for (`--no-auth`, or a local MCP server on stdio)."""
+
+
+def located(
+    tk: Turnkeeper,
+    error: SessionNotFound,
+    *,
+    may_see: Callable[[str], bool],
+    how: Callable[[str], str],
+) -> SessionNotFound:
+    """`error` saying where the session is: the other projects holding it (by id or key) that
+    the caller `may_see`, and `how` to ask there (`how(project)`, e.g. "pass --project acme").
+    `error` itself when it names no project or the caller may see none of them, so a caller
+    never learns that a session exists in a project it may not see."""
+    if error.project is None or error.hint is not None:
+        return error
+    try:
+        holders = tk.projects_holding(error.ref)
+    except TurnkeeperError:  # the lookup is a courtesy: its failure must not hide the answer
+        return error
+    others = [p for p in holders if p != error.project and may_see(p)]
+    if not others:
+        return error
+    if len(others) == 1:
+        hint = f"it exists in project {others[0]!r}; {how(others[0])}"
+    else:
+        names = ", ".join(repr(project) for project in others)
+        hint = f"it exists in projects {names}; {how(others[0])} (or another of them)"
+    return SessionNotFound(error.ref, error.project, hint=hint)
 
 
 def resolve_session(tk: Turnkeeper, ref: str, scope: str | None) -> str:

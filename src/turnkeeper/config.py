@@ -6,8 +6,8 @@ variables, the TOML config file, then the defaults below. The config file is
 (platformdirs); keys may sit at the top level or under a `[turnkeeper]` table.
 
 Key names follow the older designs (see docs/compatibility.md): the bead conversation
-service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_tokens`,
-`keep_recent_messages`) and the personal agent's (`max_history_messages`, `max_context_tokens`,
+service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_tokens` (now
+`budget_tokens`), `keep_recent_messages`) and the personal agent's (`max_history_messages`, `max_context_tokens`,
 `reserved_tokens`, `context_strategy`); the aliases are accepted too.
 """
 
@@ -180,8 +180,10 @@ class Settings(BaseSettings):
     )
 
     session_expiration: timedelta | None = Field(
-        default=timedelta(hours=24),
-        description="Lifetime of a new session (24h). 0 or null: never expires.",
+        default=None,
+        description="How long a session lives without activity, e.g. 30d (counted from its "
+        "last append; from its creation when `sliding_expiry` is off). Unset, 0 or never "
+        "(the default): sessions never expire.",
     )
     cleanup_interval: timedelta = Field(
         default=timedelta(hours=1), description="How often the service's sweeper runs expiry."
@@ -196,8 +198,10 @@ class Settings(BaseSettings):
         "`turnkeeper import`) before deleting them. Unset: they are deleted unarchived.",
     )
     sliding_expiry: bool = Field(
-        default=False,
-        description="Each append moves expires_at to now + session_expiration (if later).",
+        default=True,
+        description="Each append moves expires_at to now + session_expiration (if later), so "
+        "a conversation in use never expires. False: a session expires session_expiration "
+        "after its creation, however active.",
     )
 
     strategy: StrategyName = Field(
@@ -205,11 +209,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("strategy", "token_strategy", "context_strategy"),
         description="Default context strategy.",
     )
-    max_tokens: int | None = Field(
+    budget_tokens: int | None = Field(
         default=None,
         gt=0,
-        description="Default token budget of a built context. Unset: budget_ratio × the model's "
-        "context window.",
+        description="Default token budget of a built context window. Unset: budget_ratio × the "
+        "model's context window. (`max_tokens` is its old name, still read.)",
     )
     budget_ratio: float = Field(default=0.8, gt=0, le=1)
     default_context_window: int = Field(
@@ -441,7 +445,37 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _TomlSource(settings_cls))
+        return (init_settings, env_settings, _OldEnvNames(settings_cls), _TomlSource(settings_cls))
+
+
+OLD_NAMES = {"max_tokens": "budget_tokens"}
+"""Keys renamed since, still read under their old names (as arguments, `TURNKEEPER_` + the old
+name, or in the config file) when the new name is not given at the same level. Not aliases of
+the fields: an alias is also read from the bare variable (`MAX_TOKENS`), which many LLM
+programs set to the reply's limit."""
+
+
+def _new_names(values: dict[str, Any]) -> dict[str, Any]:
+    renamed = dict(values)
+    for old, new in OLD_NAMES.items():
+        if old in renamed:
+            value = renamed.pop(old)
+            renamed.setdefault(new, value)
+    return renamed
+
+
+class _OldEnvNames(PydanticBaseSettingsSource):
+    """`TURNKEEPER_<old name>` variables, below the current names' and above the file."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {
+            new: os.environ[f"TURNKEEPER_{old.upper()}"]
+            for old, new in OLD_NAMES.items()
+            if f"TURNKEEPER_{old.upper()}" in os.environ
+        }
 
 
 class _TomlSource(PydanticBaseSettingsSource):
@@ -461,7 +495,7 @@ class _TomlSource(PydanticBaseSettingsSource):
         section = data.get("turnkeeper", data)
         if not isinstance(section, dict):
             raise InvalidConfig(str(path), "[turnkeeper] must be a table")
-        return section
+        return _new_names(section)
 
 
 _LOADED: dict[Hashable, Settings] = {}
@@ -514,7 +548,7 @@ def load_settings(**overrides: Any) -> Settings:
     Building them from the environment costs pydantic-settings about a millisecond (most of a
     `turnkeeper.open()`), so settings built from the same overrides, environment and config
     file are built once per process; each caller gets its own copy."""
-    clean = {name: value for name, value in overrides.items() if value is not None}
+    clean = _new_names({name: value for name, value in overrides.items() if value is not None})
     key = _sources_key(clean)
     loaded = _LOADED.get(key) if key is not None else None
     if loaded is not None:

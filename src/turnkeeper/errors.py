@@ -38,13 +38,15 @@ class NotFound(TurnkeeperError):
 
 
 class SessionNotFound(NotFound):
-    """No session has this id, or no session of the project has this key."""
+    """No session has this id, or no session of the project has this key. `hint` says where it
+    is, when the interface found it in another project the caller may see."""
 
-    def __init__(self, ref: str, project: str | None = None) -> None:
+    def __init__(self, ref: str, project: str | None = None, *, hint: str | None = None) -> None:
         where = f" in project {project!r}" if project else ""
-        super().__init__(f"session {ref!r} not found{where}")
+        super().__init__(f"session {ref!r} not found{where}" + (f"; {hint}" if hint else ""))
         self.ref = ref
         self.project = project
+        self.hint = hint
 
 
 class SessionExpired(TurnkeeperError):

@@ -25,6 +25,7 @@ from turnkeeper.types import (
     ContextReport,
     Message,
     Role,
+    SeqRanges,
     Session,
     SessionStats,
     SessionStatus,
@@ -238,6 +239,12 @@ def agent_state_from_record(record: dict[str, Any]) -> AgentState:
 # -- anything else ----------------------------------------------------------------------------
 
 
+def seq_runs(seqs: SeqRanges) -> list[list[int]]:
+    """A set of seqs as its runs, `[[first, last], …]` (inclusive): the wire shape of every
+    seq set of a report or a trace, so naming a hundred thousand dropped messages is a pair."""
+    return [[first, last] for first, last in seqs.runs]
+
+
 def plain(value: Any) -> Any:
     """Any domain value as plain JSON data: sessions and messages in their JSONL shapes,
     other dataclasses field by field, times as `to_ts` strings, enums as their values."""
@@ -246,11 +253,9 @@ def plain(value: Any) -> Any:
     if isinstance(value, Message):
         return message_record(value)
     if isinstance(value, ContextReport):
-        return {
-            **_fields(value),
-            "truncated": value.truncated,
-            "dropped_unread": value.dropped_unread,
-        }
+        return {**_fields(value), "truncated": value.truncated}
+    if isinstance(value, SeqRanges):
+        return seq_runs(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _fields(value)
     if isinstance(value, datetime):

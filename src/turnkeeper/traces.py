@@ -11,6 +11,9 @@ its seq (the audit trail is append-only, and deleting a message deletes the trac
 refer to it), while markers, summaries and another agent's attributed turns, which are not
 stored messages, are kept whole; seq lists are kept as runs. So a trace costs about a
 window's worth of seqs, not a window's worth of text (`encode` / `decode`).
+
+A trace names every message it counts: `dropped_seqs` holds every message left out (the older
+ones the build never read too), so its length is what the window's marker says was left out.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from turnkeeper.errors import NotFound
 from turnkeeper.service import SessionRef, Turnkeeper
 from turnkeeper.storage.base import Store, TraceStore, require
 from turnkeeper.types import (
+    NO_SEQS,
     ContextMessage,
     ContextReport,
     ContextWindow,
     Message,
     Role,
+    SeqRanges,
     StrategyName,
     Usage,
 )
@@ -41,7 +46,7 @@ from turnkeeper.validation import MAX_TRACE_DEPTH
 @dataclass(frozen=True, slots=True)
 class TraceEntry:
     """One entry of the window as sent: `seq` is the stored message it renders (None for a
-    marker or a summary)."""
+    marker or a summary); `internal` marks a message the product keeps from its users."""
 
     role: str
     content: str
@@ -51,6 +56,7 @@ class TraceEntry:
     author: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    internal: bool = False
 
     @classmethod
     def from_window(cls, entry: ContextMessage) -> TraceEntry:
@@ -58,6 +64,7 @@ class TraceEntry:
             role=entry.role.value, content=entry.content, tokens=entry.tokens, kind=entry.kind,
             seq=entry.seq, author=entry.author, tool_call_id=entry.tool_call_id,
             tool_calls=[dict(call) for call in entry.tool_calls] if entry.tool_calls else None,
+            internal=entry.internal,
         )  # fmt: skip
 
     def to_window(self) -> ContextMessage:
@@ -65,6 +72,7 @@ class TraceEntry:
             role=Role(self.role), content=self.content, tokens=self.tokens, kind=self.kind,
             seq=self.seq, author=self.author, tool_call_id=self.tool_call_id,
             tool_calls=tuple(self.tool_calls) if self.tool_calls else None,
+            internal=self.internal,
         )  # fmt: skip
 
     @property
@@ -87,8 +95,8 @@ class TurnTrace:
     budget: int
     encoding: str
     kept_seqs: list[int]
-    dropped_seqs: list[int]
-    summarized_seqs: list[int]
+    dropped_seqs: SeqRanges
+    summarized_seqs: SeqRanges
     summary_covers_to_seq: int | None
     tokens_sent: int
     latency_ms: int
@@ -99,6 +107,8 @@ class TurnTrace:
     stream: bool = False
     messages_in_store: int = 0
     markers: list[str] = field(default_factory=list)
+    loaded_seqs: SeqRanges = NO_SEQS
+    """The messages the build read (empty in traces stored before it was recorded)."""
 
     @classmethod
     def of(
@@ -116,7 +126,6 @@ class TurnTrace:
         stream: bool,
     ) -> TurnTrace:
         report = window.report
-        summarized = sorted(report.summarized_seqs)
         has_summary = any(entry.kind == "summary" for entry in window.messages)
         return cls(
             session_id=report.session_id,
@@ -128,9 +137,9 @@ class TurnTrace:
             budget=report.budget,
             encoding=report.encoding,
             kept_seqs=[entry.seq for entry in window.messages if entry.seq is not None],
-            dropped_seqs=sorted(report.dropped_seqs),
-            summarized_seqs=summarized,
-            summary_covers_to_seq=summarized[-1] if has_summary and summarized else None,
+            dropped_seqs=report.dropped_seqs,
+            summarized_seqs=report.summarized_seqs,
+            summary_covers_to_seq=report.summarized_seqs.last if has_summary else None,
             tokens_sent=report.tokens_used,
             latency_ms=latency_ms,
             created_at=created_at.isoformat(),
@@ -142,15 +151,21 @@ class TurnTrace:
             stream=stream,
             messages_in_store=report.messages_in_store,
             markers=list(report.markers),
+            loaded_seqs=report.loaded_seqs,
         )
 
     def to_window(self) -> ContextWindow:
         """The window re-rendered from the trace, with a report of how it was built."""
+        # A trace stored before `loaded_seqs` was recorded listed only the dropped messages
+        # its build read: those, the kept and the summarized ones are what it read.
+        loaded = self.loaded_seqs or (
+            SeqRanges.of(self.kept_seqs) | self.dropped_seqs | self.summarized_seqs
+        )
         report = ContextReport(
             strategy=StrategyName(self.strategy),
             session_id=self.session_id,
             messages_in_store=self.messages_in_store,
-            messages_loaded=len(self.kept_seqs) + len(self.dropped_seqs),
+            messages_loaded=len(loaded),
             messages_included=len(self.kept_seqs),
             messages_dropped=len(self.dropped_seqs),
             messages_summarized=len(self.summarized_seqs),
@@ -158,8 +173,9 @@ class TurnTrace:
             budget=self.budget,
             encoding=self.encoding,
             markers=tuple(self.markers),
-            dropped_seqs=tuple(self.dropped_seqs),
-            summarized_seqs=tuple(self.summarized_seqs),
+            dropped_seqs=self.dropped_seqs,
+            summarized_seqs=self.summarized_seqs,
+            loaded_seqs=loaded,
         )
         return ContextWindow(tuple(entry.to_window() for entry in self.window), report)
 
@@ -209,7 +225,8 @@ def trace_of(
 
 # -- storage encoding -------------------------------------------------------------------------
 
-_SEQ_LISTS = ("kept_seqs", "dropped_seqs", "summarized_seqs")
+_SEQ_SETS = ("dropped_seqs", "summarized_seqs", "loaded_seqs")
+"""Fields holding a `SeqRanges`, stored as its runs; `kept_seqs` (window order) as runs too."""
 
 
 def _runs(seqs: Iterable[int]) -> list[list[int]]:
@@ -261,8 +278,9 @@ def encode(store: Store, trace: TurnTrace) -> str:
         else asdict(e)
         for e in trace.window
     ]
-    for name in _SEQ_LISTS:
-        raw[name] = _runs(raw[name])
+    raw["kept_seqs"] = _runs(trace.kept_seqs)
+    for name in _SEQ_SETS:
+        raw[name] = [list(run) for run in getattr(trace, name).runs]
     return json.dumps(raw, separators=(",", ":"))
 
 
@@ -277,8 +295,9 @@ def decode(store: Store, session_id: str, rows: Sequence[tuple[int, str]]) -> li
     traces = []
     for raw in raws:
         window = [_entry(e, stored) for e in raw.pop("window")]
-        for name in _SEQ_LISTS:
-            raw[name] = _expand(raw[name])
+        raw["kept_seqs"] = _expand(raw["kept_seqs"])
+        for name in _SEQ_SETS:
+            raw[name] = SeqRanges.from_runs(raw.get(name, ()))
         traces.append(TurnTrace(**raw, window=window))
     return traces
 
@@ -290,5 +309,5 @@ def _entry(raw: dict[str, Any], stored: dict[int, Message]) -> TraceEntry:
     return TraceEntry(
         **raw, content=message.content, author=message.author,
         tool_calls=[dict(c) for c in message.tool_calls] if message.tool_calls else None,
-        tool_call_id=message.tool_call_id,
+        tool_call_id=message.tool_call_id, internal=message.internal,
     )  # fmt: skip

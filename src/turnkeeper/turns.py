@@ -68,6 +68,7 @@ from turnkeeper.types import (
     SessionStatus,
     StrategyName,
 )
+from turnkeeper.validation import window_budget
 
 StoredHook = Callable[[Session, bool, Sequence[Message]], None]
 """Told `(session, created, messages newly stored)` after each write of a turn (the writes are
@@ -80,20 +81,29 @@ def _nothing(session: Session, created: bool, messages: Sequence[Message]) -> No
 
 @dataclass(frozen=True, slots=True)
 class TurnOptions:
-    """How the window of a turn is built (None: the configured default)."""
+    """How the window of a turn is built (None: the configured default). `budget_tokens` is
+    the window's budget; `max_tokens` its old name (deprecated: the model's `max_tokens` is the
+    reply's limit)."""
 
     strategy: StrategyName | str | None = None
-    max_tokens: int | None = None
+    budget_tokens: int | None = None
     reserved_tokens: int | None = None
     keep_recent: int | None = None
     model: str | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None:  # the old name: one budget, under the new one
+            budget = window_budget(self.budget_tokens, self.max_tokens, warn_as="TurnOptions")
+            object.__setattr__(self, "budget_tokens", budget)
+            object.__setattr__(self, "max_tokens", None)
 
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
     """How this request for a turn arrived: the client's `Idempotency-Key`, whether the client
     says it is a retry, the request id (kept in the trace), and which door it came through
-    (`chat`, `proxy`, `ui`, `library`)."""
+    (`chat`, `proxy`, `ui`, `cli`, `library`)."""
 
     idempotency_key: str | None = None
     retry: bool = False
@@ -330,7 +340,7 @@ class ChatTurns:
             window = self.tk.context(
                 session,
                 strategy=options.strategy,
-                max_tokens=options.max_tokens,
+                budget_tokens=options.budget_tokens,
                 reserved_tokens=options.reserved_tokens,
                 keep_recent=options.keep_recent,
                 model=model,

@@ -8,7 +8,7 @@ HTTP schemas) are declared elsewhere and converted at the edges.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -362,14 +362,96 @@ class ContextMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class SeqRanges:
+    """A set of message seqs, held as runs of consecutive seqs (`runs`: sorted, disjoint,
+    inclusive `(first, last)` pairs), so naming every message a window left out of a
+    conversation of a hundred thousand costs a pair, not a hundred thousand numbers.
+
+    It behaves as the set it names: `len()` counts the seqs, iteration yields them in order,
+    `in` tests one; `str()` reads `1–3, 7`. Build it with `SeqRanges.of(seqs)`."""
+
+    runs: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, seqs: Iterable[int]) -> SeqRanges:
+        """The runs of any seqs (in any order, repeats allowed)."""
+        runs: list[list[int]] = []
+        for seq in sorted(set(seqs)):
+            if runs and seq == runs[-1][1] + 1:
+                runs[-1][1] = seq
+            else:
+                runs.append([seq, seq])
+        return cls(tuple((first, last) for first, last in runs))
+
+    @classmethod
+    def from_runs(cls, runs: Iterable[Sequence[int]]) -> SeqRanges:
+        """Runs given as `[first, last]` pairs (the wire shape), merged where they touch."""
+        merged: list[list[int]] = []
+        for first, last in sorted((int(a), int(b)) for a, b in runs if a <= b):
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
+            else:
+                merged.append([first, last])
+        return cls(tuple((first, last) for first, last in merged))
+
+    @classmethod
+    def span(cls, first: int, last: int) -> SeqRanges:
+        """Every seq from `first` to `last` (none when `last` < `first`)."""
+        return cls(((first, last),)) if first <= last else cls()
+
+    def __or__(self, other: SeqRanges) -> SeqRanges:
+        return SeqRanges.from_runs((*self.runs, *other.runs))
+
+    def __sub__(self, other: SeqRanges) -> SeqRanges:
+        """The seqs of this set that are not in `other`, run by run."""
+        left: list[tuple[int, int]] = []
+        for first, last in self.runs:
+            start = first
+            for cut_first, cut_last in other.runs:
+                if cut_last < start or cut_first > last:
+                    continue
+                if cut_first > start:
+                    left.append((start, cut_first - 1))
+                start = max(start, cut_last + 1)
+            if start <= last:
+                left.append((start, last))
+        return SeqRanges(tuple(left))
+
+    def __len__(self) -> int:
+        return sum(last - first + 1 for first, last in self.runs)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def __iter__(self) -> Iterator[int]:
+        for first, last in self.runs:
+            yield from range(first, last + 1)
+
+    def __contains__(self, seq: object) -> bool:
+        return isinstance(seq, int) and any(first <= seq <= last for first, last in self.runs)
+
+    @property
+    def last(self) -> int | None:
+        """The highest seq, None when empty."""
+        return self.runs[-1][1] if self.runs else None
+
+    def __str__(self) -> str:
+        return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in self.runs)
+
+
+NO_SEQS = SeqRanges()
+
+
+@dataclass(frozen=True, slots=True)
 class ContextReport:
     """What a context build did; the numbers the `conversation_context_loaded` event logs.
 
-    `messages_dropped` counts every stored message left out (not summarized). A build reads
-    only the newest messages it needs, so `dropped_seqs` can list only the dropped messages it
-    read; the other `dropped_unread` are all older than those. `tokens_used` is
-    what the window costs as a prompt (reply priming included), 0 for an empty window.
-    `print(report)` shows it all in a few lines.
+    Every count has the seqs it counts beside it: `messages_dropped` = `len(dropped_seqs)`
+    (every stored message left out and not summarized, including older ones the build never
+    read), `messages_summarized` = `len(summarized_seqs)`, `messages_loaded` =
+    `len(loaded_seqs)` (the messages the build read). `tokens_used` is what the window costs
+    as a prompt (reply priming included), 0 for an empty window. `print(report)` shows it all
+    in a few lines.
     """
 
     strategy: StrategyName
@@ -383,19 +465,14 @@ class ContextReport:
     budget: int
     encoding: str
     markers: tuple[str, ...] = ()
-    dropped_seqs: tuple[int, ...] = ()
-    summarized_seqs: tuple[int, ...] = ()
+    dropped_seqs: SeqRanges = NO_SEQS
+    summarized_seqs: SeqRanges = NO_SEQS
+    loaded_seqs: SeqRanges = NO_SEQS
 
     @property
     def truncated(self) -> bool:
         """True when anything stored was left out or summarized."""
         return self.messages_dropped > 0 or self.messages_summarized > 0
-
-    @property
-    def dropped_unread(self) -> int:
-        """Dropped messages the build never looked at (all older than every one it did), so
-        not listed in `dropped_seqs`."""
-        return self.messages_dropped - len(self.dropped_seqs)
 
     def __str__(self) -> str:
         lines = [
@@ -405,15 +482,10 @@ class ContextReport:
             f"  loaded {self.messages_loaded} · included {self.messages_included} · "
             f"dropped {self.messages_dropped} · summarized {self.messages_summarized}",
         ]
-        if self.messages_dropped:
-            parts = []
-            if self.dropped_seqs:
-                parts.append(f"seq {_seq_ranges(self.dropped_seqs)}")
-            if self.dropped_unread:
-                parts.append(f"{self.dropped_unread} older ones")
-            lines.append(f"  dropped: {', and '.join(parts)}")
+        if self.dropped_seqs:
+            lines.append(f"  dropped: seq {self.dropped_seqs}")
         if self.summarized_seqs:
-            lines.append(f"  summarized: seq {_seq_ranges(self.summarized_seqs)}")
+            lines.append(f"  summarized: seq {self.summarized_seqs}")
         lines.extend(f"  marker: {marker}" for marker in self.markers)
         return "\n".join(lines)
 
@@ -430,21 +502,12 @@ class ContextWindow:
         for message in self.messages:
             where = f"#{message.seq}" if message.seq is not None else message.kind
             speaker = f"{message.role}:{message.author}" if message.author else str(message.role)
+            if message.internal:
+                speaker += " (internal)"
             text = " ".join(message.content.split())
             text = text if len(text) <= 72 else text[:71] + "…"
             lines.append(f"{where:>8}  {speaker:<10} {message.tokens:>5}  {text}")
         return "\n".join(lines)
-
-
-def _seq_ranges(seqs: tuple[int, ...]) -> str:
-    """`1–3, 7, 9–10` for (1, 2, 3, 7, 9, 10)."""
-    spans: list[list[int]] = []
-    for seq in sorted(seqs):
-        if spans and seq == spans[-1][1] + 1:
-            spans[-1][1] = seq
-        else:
-            spans.append([seq, seq])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -407,3 +408,27 @@ def _within_64_bits(field: str, value: int) -> int:
     if value > MAX_WHOLE:
         raise InvalidInput(field, f"must be at most {MAX_WHOLE}, got {value}")
     return value
+
+
+def window_budget(
+    budget_tokens: int | None, max_tokens: int | None, *, warn_as: str | None = None
+) -> int | None:
+    """The token budget of a window, given as `budget_tokens` or under its old name
+    `max_tokens`, still accepted but deprecated: to a model API `max_tokens` is the reply's
+    limit, and one name must not mean two things. Both, and different: `InvalidInput`.
+    `warn_as` names the library call taking it, for a `DeprecationWarning` to its caller."""
+    if max_tokens is None:
+        return budget_tokens
+    if warn_as is not None:
+        warnings.warn(
+            f"{warn_as}(max_tokens=) is deprecated: the window budget is budget_tokens=",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    if budget_tokens is not None and budget_tokens != max_tokens:
+        raise InvalidInput(
+            "budget_tokens",
+            f"give the window budget once: budget_tokens={budget_tokens!r} and its old name "
+            f"max_tokens={max_tokens!r} disagree",
+        )
+    return max_tokens

@@ -75,7 +75,7 @@ def test_the_model_sees_the_window_of_the_strategy_and_the_store_keeps_all(
     for n in range(20):
         tk.append(session, "user" if n % 2 == 0 else "assistant", f"turn {n}: " + "word " * 40)
     fake = model(AIMessage("Short answer."))
-    middleware = TurnkeeperMiddleware(tk, key="long", strategy="sliding_window", max_tokens=300)
+    middleware = TurnkeeperMiddleware(tk, key="long", strategy="sliding_window", budget_tokens=300)
     create_agent(fake, middleware=[middleware]).invoke({"messages": [HumanMessage("Now?")]})
     (sent,) = fake.received
     assert 2 < len(sent) < 21
@@ -127,7 +127,7 @@ def test_the_async_agent_uses_the_same_memory(tk: Turnkeeper) -> None:
 def test_the_history_adapter_takes_a_strategy_and_budget(tk: Turnkeeper) -> None:
     full = TurnkeeperChatMessageHistory("h", tk)
     full.add_messages([HumanMessage(f"message {n}: " + "word " * 40) for n in range(20)])
-    trimmed = TurnkeeperChatMessageHistory("h", tk, strategy="sliding_window", max_tokens=300)
+    trimmed = TurnkeeperChatMessageHistory("h", tk, strategy="sliding_window", budget_tokens=300)
     kept = trimmed.messages
     assert 1 < len(kept) < 20 and isinstance(kept[0], SystemMessage)
     assert kept[1:] == full.messages[-(len(kept) - 1) :]

@@ -301,7 +301,7 @@ def test_a_context_strategy_trims_what_the_agent_is_given_but_not_the_store(
     tk: Turnkeeper,
 ) -> None:
     items = [{"role": "user", "content": f"message {n}: " + "word " * 40} for n in range(20)]
-    session = TurnkeeperSession("long", tk, strategy="sliding_window", max_tokens=300)
+    session = TurnkeeperSession("long", tk, strategy="sliding_window", budget_tokens=300)
     run(session.add_items(copy.deepcopy(items)))
     given = run(session.get_items())
     assert 1 < len(given) < len(items)

@@ -44,7 +44,9 @@ def redis_hits() -> float:
 
 def newest(tk: Turnkeeper, session_id: str) -> str:
     """The content of the last message of a freshly built window."""
-    return tk.context(session_id, strategy="sliding_window", max_tokens=4000).messages[-1].content
+    return (
+        tk.context(session_id, strategy="sliding_window", budget_tokens=4000).messages[-1].content
+    )
 
 
 def test_replicas_sharing_redis_never_serve_a_window_missing_an_acknowledged_append(

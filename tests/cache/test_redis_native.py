@@ -29,7 +29,7 @@ def test_redis_stopped_under_the_native_face_is_bypassed_and_used_again_after_re
     assert isinstance(face._workers, Bridge)
 
     async def newest(session_id: str) -> str:
-        window = await face.context(session_id, strategy="sliding_window", max_tokens=4000)
+        window = await face.context(session_id, strategy="sliding_window", budget_tokens=4000)
         return window.messages[-1].content
 
     async def run() -> dict[str, object]:

@@ -139,7 +139,7 @@ def test_stats_per_project(cli: Cli) -> None:
 
 def test_demo_teaches_the_commands_and_shows_truncation(cli: Cli) -> None:
     out = cli.ok("demo").stdout
-    context = "context demo-trip-planner --strategy sliding_window --max-tokens 120"
+    context = "context demo-trip-planner --strategy sliding_window --budget 120"
     assert f"$ turnkeeper {context} --db {cli.db}" in out
     for command in ("history", "stats", "sessions create", "add"):
         assert f"$ turnkeeper {command} " in out

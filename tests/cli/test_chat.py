@@ -66,7 +66,7 @@ def test_chat_sends_the_window_the_strategy_builds(
         words = " ".join(f"word{n}-{i}" for i in range(30))
         run(env, "add", "long", "--role", "user" if n % 2 == 0 else "assistant", words, "--db", db)
     result = run(
-        env, "chat", "long", "--strategy", "sliding_window", "--max-tokens", "150", "--db", db,
+        env, "chat", "long", "--strategy", "sliding_window", "--budget", "150", "--db", db,
         stdin="go\n",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -74,7 +74,7 @@ def test_chat_sends_the_window_the_strategy_builds(
     assert sent["messages"][0] == {"role": "system", "content": "You plan trips."}
     assert sent["messages"][-1] == {"role": "user", "content": "go"}
     assert 2 < len(sent["messages"]) < 12  # older turns slid out of the budget
-    window = run(env, "context", "long", "--strategy", "sliding_window", "--max-tokens", "150",
+    window = run(env, "context", "long", "--strategy", "sliding_window", "--budget", "150",
                  "--db", db, "--json")  # fmt: skip
     assert json.loads(window.stdout)["messages"][-2:] == [
         {"role": "user", "content": "go"},
@@ -118,4 +118,33 @@ def test_chat_continue_with_nothing_to_continue_is_a_usage_error(
 ) -> None:
     result = run(env, "chat", "-c", "--db", db, stdin="")
     assert result.returncode == 2
-    assert result.stderr.startswith("error: there is no active session to continue")
+    assert result.stderr.startswith("error: there is no active session yet; give a SESSION")
+
+
+def test_slash_commands_are_answered_by_the_chat_never_sent_to_the_model(
+    env: dict[str, str], db: str, upstream: Upstream
+) -> None:
+    result = run(
+        env, "chat", "slash", "--db", db,
+        stdin="/help\n/frobnicate now\n//etc/hosts is a path\n/session\n/exit\nnever sent\n",
+    )  # fmt: skip
+    assert result.returncode == 1  # the unknown command was an error
+    assert [m["messages"][-1]["content"] for m in upstream.requests] == ["/etc/hosts is a path"]
+    assert result.stdout == "reply 1 to: /etc/hosts is a path\n"
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: unknown command /frobnicate; /help lists them"]
+    assert all(name in result.stderr for name in ("/help", "/session", "/exit"))
+    assert [m["content"] for m in history(env, db, "slash")] == [
+        "/etc/hosts is a path", "reply 1 to: /etc/hosts is a path",
+    ]  # fmt: skip
+
+
+def test_a_chat_turn_is_traced_as_coming_from_the_cli(
+    env: dict[str, str], db: str, upstream: Upstream
+) -> None:
+    assert run(env, "chat", "traced", "--db", db, stdin="hello\n").returncode == 0
+    trace = run(env, "trace", "traced", "2", "--db", db, "--json")
+    assert trace.returncode == 0, trace.stderr
+    assert json.loads(trace.stdout)["source"] == "cli"
+    shown = run(env, "trace", "traced", "2", "--db", db)
+    assert "via cli" in shown.stdout

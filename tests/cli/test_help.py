@@ -3,6 +3,7 @@ with plain metavars, and docstring paragraphs that re-flow whole at any width.""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -46,3 +47,29 @@ def test_a_docstring_paragraph_flows_as_one() -> None:
 def test_markdown_keeps_angle_brackets_in_code() -> None:
     shown = CliRunner(env={"COLUMNS": "120"}).invoke(app, ["keys", "revoke", "--help"]).stdout
     assert "tk_<id>_…" in shown
+
+
+def test_commands_are_listed_what_a_user_needs_first() -> None:
+    from tests.cli.test_process import run  # the CLI as a real process
+
+    env = {**os.environ, "COLUMNS": "120", "TURNKEEPER_CONFIG": os.devnull}
+    shown = run(env, "--help").stdout
+    listed = re.findall(r"^│ ([a-z][a-z-]+) {2,}", shown, flags=re.MULTILINE)
+    root = typer.main.get_command(app)
+    assert sorted(listed) == sorted(getattr(root, "commands", {}))  # each once
+    assert listed[:4] == ["sessions", "add", "history", "context"]
+    assert listed.index("gc") > listed.index("stats") > listed.index("export")
+    assert listed.index("demo") < listed.index("serve")
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "140"])
+def test_choices_are_listed_as_whole_words_at_any_width(columns: str) -> None:
+    from tests.cli.test_process import run
+
+    env = {**os.environ, "COLUMNS": columns, "TURNKEEPER_CONFIG": os.devnull}
+    for command in (["context"], ["chat"], ["sessions", "list"], ["serve"]):
+        shown = run(env, *command, "--help").stdout
+        words = set(re.findall(r"[\w-]+", shown))
+        assert "|" not in "".join(line for line in shown.splitlines() if "Usage" not in line)
+        if command[0] in ("context", "chat"):
+            assert {"full", "recent", "sliding_window", "truncate", "summarize"} <= words

@@ -202,18 +202,24 @@ def test_context_json_has_openai_messages_and_the_report(cli: Cli, chat: dict[st
 
 
 def test_context_with_a_small_budget_truncates_and_says_so(cli: Cli, chat: dict[str, Any]) -> None:
-    out = cli.json("context", "chat", "--strategy", "sliding_window", "--max-tokens", "120")
+    out = cli.json("context", "chat", "--strategy", "sliding_window", "--budget", "120")
     report = out["report"]
     assert report["truncated"] is True and report["messages_dropped"] > 0
-    assert report["messages_dropped"] == len(report["dropped_seqs"]) + report["dropped_unread"]
+    named = sum(last - first + 1 for first, last in report["dropped_seqs"])
+    assert report["messages_dropped"] == named
     assert report["budget"] == 120 and report["tokens_used"] <= 120
     assert out["messages"][0]["content"] == "You are a terse assistant."
     assert any(marker in m["content"] for m in out["messages"] for marker in report["markers"])
 
 
 def test_context_reserved_tokens_come_off_the_budget(cli: Cli, chat: dict[str, Any]) -> None:
-    out = cli.json("context", "chat", "--max-tokens", "500", "--reserved", "100")
+    out = cli.json("context", "chat", "--budget", "500", "--reserved", "100")
     assert out["report"]["budget"] == 400
+
+
+def test_context_still_takes_the_budgets_old_name(cli: Cli, chat: dict[str, Any]) -> None:
+    assert cli.json("context", "chat", "--max-tokens", "500")["report"]["budget"] == 500
+    assert "--budget" in cli.ok("context", "--help").stdout
 
 
 def test_context_recent_keeps_the_last_n_messages(cli: Cli, chat: dict[str, Any]) -> None:
@@ -225,7 +231,7 @@ def test_context_recent_keeps_the_last_n_messages(cli: Cli, chat: dict[str, Any]
 
 def test_context_summarize_summarizes_older_turns(cli: Cli, chat: dict[str, Any]) -> None:
     out = cli.json(
-        "context", "chat", "--strategy", "summarize", "--keep-recent", "2", "--max-tokens", "150"
+        "context", "chat", "--strategy", "summarize", "--keep-recent", "2", "--budget", "150"
     )
     assert out["report"]["messages_summarized"] > 0
 
@@ -264,7 +270,7 @@ def test_context_report_format_prints_only_the_report(cli: Cli, chat: dict[str, 
 
 
 def test_context_prints_a_table_and_report_for_people(cli: Cli, chat: dict[str, Any]) -> None:
-    out = cli.ok("context", "chat", "--strategy", "sliding_window", "--max-tokens", "120").stdout
+    out = cli.ok("context", "chat", "--strategy", "sliding_window", "--budget", "120").stdout
     for header in ("role", "author", "kind", "seq", "tokens", "content"):
         assert header in out
     assert "marker" in out and "truncated" in out and "sliding_window" in out
@@ -277,7 +283,7 @@ def test_context_with_an_unknown_strategy_is_a_usage_error(cli: Cli, chat: dict[
 
 
 def test_context_with_reserved_over_the_budget_is_an_error(cli: Cli, chat: dict[str, Any]) -> None:
-    result = cli("context", "chat", "--max-tokens", "100", "--reserved", "100")
+    result = cli("context", "chat", "--budget", "100", "--reserved", "100")
     assert result.exit_code == 1
     assert one_error_line(result).startswith("error: reserved_tokens:")
 

@@ -183,3 +183,62 @@ def test_serve_takes_the_global_db_too(env: dict[str, str]) -> None:
     result = run(env, "--db", "mysql://nowhere/db", "serve", "--port", "0")
     assert result.returncode != 0  # (how serve reports a failed start is serve's business)
     assert "unsupported scheme 'mysql'" in result.stderr
+
+
+def test_a_session_of_another_project_is_said_to_be_there(env: dict[str, str], db: str) -> None:
+    made = run(
+        env, "sessions", "create", "--key", "support-42", "--project", "acme", "--db", db, "--json"
+    )
+    assert made.returncode == 0, made.stderr
+    session_id = json.loads(made.stdout)["session"]["id"]
+    hint = "it exists in project 'acme'; pass --project acme"
+    for args in (("history", "support-42"), ("history", session_id, "--project", "beta")):
+        result = run(env, *args, "--db", db)
+        assert result.returncode == 1 and result.stdout == ""
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"error: session '{args[1]}' not found in project ")
+        assert line.endswith(hint)
+    shown = run(env, "history", "support-42", "--project", "acme", "--db", db)
+    assert shown.returncode == 0, shown.stderr  # the hint's advice works
+
+
+def test_the_window_tags_the_internal_messages_it_sends(env: dict[str, str], db: str) -> None:
+    for args in (
+        ("--role", "user", "Book a table."),
+        ("--role", "assistant", "--internal", "--author", "tool", "checked availability"),
+        ("--role", "user", "For two."),
+    ):
+        assert run(env, "add", "dinner", *args, "--db", db).returncode == 0
+    shown = run(env, "context", "dinner", "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    lines = {line for line in shown.stdout.splitlines() if "│" not in line}
+    (noted,) = [line for line in lines if "checked availability" in line]
+    assert "internal" in noted
+    assert not any("internal" in line for line in lines if "Book a table" in line)
+
+
+def test_counts_of_one_read_in_the_singular(env: dict[str, str], db: str, tmp_path: Path) -> None:
+    assert run(env, "add", "solo", "hi", "--db", db).returncode == 0
+    exported = run(env, "export", "--output", str(tmp_path / "one.jsonl"), "--db", db)
+    assert exported.returncode == 0, exported.stderr
+    assert "Exported 1 session and 1 message to " in exported.stdout
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    imported = run(env, "import", str(tmp_path / "one.jsonl"), "--db", other)
+    assert "Imported 1 new session and 1 new message (1 session and 1 message read)." in (
+        imported.stdout
+    )
+    deleted = run(env, "sessions", "delete", "solo", "--yes", "--db", db)
+    assert deleted.stdout.startswith("Deleted session ") and "its 1 message." in deleted.stdout
+    assert "sessions" not in exported.stdout + imported.stdout + deleted.stdout
+
+
+def test_history_without_a_session_shows_the_latest_one(env: dict[str, str], db: str) -> None:
+    empty = run(env, "history", "--db", db)
+    assert empty.returncode == 2
+    assert empty.stderr.splitlines()[0].startswith("error: there is no session yet")
+    for key in ("older", "newer", "older"):  # the older one is active again, last
+        assert run(env, "add", key, f"to {key}", "--db", db).returncode == 0
+    latest = json.loads(run(env, "history", "--db", db, "--json").stdout)
+    assert [m["content"] for m in latest["messages"]] == ["to older", "to older"]
+    help_text = run(env, "history", "--help").stdout
+    assert "[SESSION]" in help_text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from tests.cli.conftest import Cli, ids, one_error_line
 
 
@@ -37,7 +39,14 @@ def test_create_with_ttl_never_has_no_expiry(cli: Cli) -> None:
     assert cli.session("--ttl", "never")["expires_at"] is None
 
 
-def test_create_without_ttl_uses_the_configured_lifetime(cli: Cli) -> None:
+def test_create_without_ttl_never_expires_by_default(cli: Cli) -> None:
+    assert cli.session()["expires_at"] is None
+
+
+def test_create_without_ttl_uses_the_configured_lifetime(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "24h")
     expires = _ts(cli.session()["expires_at"])
     assert timedelta(hours=23) < expires - datetime.now(UTC) <= timedelta(hours=24)
 

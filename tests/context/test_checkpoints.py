@@ -64,7 +64,7 @@ def _questions(tk: Turnkeeper, session: Session, count: int = 60) -> None:
 
 
 def _summarized(tk: Turnkeeper, session_id: str) -> list[int]:
-    window = tk.context(session_id, strategy="summarize", max_tokens=800, keep_recent=10)
+    window = tk.context(session_id, strategy="summarize", budget_tokens=800, keep_recent=10)
     assert any(m.content.startswith(SUMMARY_PREFIX) for m in window.messages)
     return list(window.report.summarized_seqs)
 
@@ -117,7 +117,7 @@ def test_concurrent_builds_make_one_checkpoint_per_range(
     windows: list[list[str]] = []
 
     def build() -> None:
-        window = tk.context(session.id, strategy="summarize", max_tokens=800, keep_recent=10)
+        window = tk.context(session.id, strategy="summarize", budget_tokens=800, keep_recent=10)
         windows.append([m.content for m in window.messages])
 
     threads = [threading.Thread(target=build) for _ in range(4)]
@@ -150,8 +150,8 @@ def test_a_failing_summarizer_falls_back_to_the_sliding_window_result(
     _questions(tk, session)
     before = _summary_failures()
     with capture_events() as logs:
-        window = tk.context(session, strategy="summarize", max_tokens=800, keep_recent=10)
-    sliding = tk.context(session, strategy="sliding_window", max_tokens=800)
+        window = tk.context(session, strategy="summarize", budget_tokens=800, keep_recent=10)
+    sliding = tk.context(session, strategy="sliding_window", budget_tokens=800)
     assert window.messages == sliding.messages
     assert _summary_failures() == before + 1
     assert any(log["event"] == "summary_failed" for log in logs)

@@ -274,7 +274,7 @@ def test_when_history_does_not_fit_the_older_part_is_summarized_and_block_is_kep
     tk: Turnkeeper,
 ) -> None:
     s = _long_multiagent(tk)
-    window = tk.context(s, agent="pm", max_tokens=2500)
+    window = tk.context(s, agent="pm", budget_tokens=2500)
     entries = view(window)
     assert entries[0] == ("system", "You are one of several agents.")
     assert entries[1][1].startswith(SUMMARY_PREFIX)
@@ -296,9 +296,13 @@ def test_a_failing_summarizer_leaves_a_note_instead_of_failing_the_turn(
         summarizer=Failing(ConnectionError("model down")),
     )
     s = _long_multiagent(tk)
-    entries = view(tk.context(s, agent="pm", max_tokens=2500))
+    window = tk.context(s, agent="pm", budget_tokens=2500)
+    entries = view(window)
     assert "older messages truncated" in entries[1][1]
     assert entries[-1] == ("user", "@pm where are we?")
+    report = window.report  # the note's count, and every message it counts named
+    assert f"[Note: {report.messages_dropped} older" in entries[1][1]
+    assert len(report.dropped_seqs) == report.messages_dropped > 0
 
 
 def test_extractive_is_the_default_summarizer_without_a_model(tk: Turnkeeper) -> None:

@@ -42,7 +42,7 @@ def test_dash_writes_the_export_to_stdout_and_no_file(db: str, tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert records(result.stdout.decode()) == ["session", "message"]
     assert not (tmp_path / "-").exists()
-    assert "Exported 1 sessions" in result.stderr.decode()  # the summary stays off stdout
+    assert "Exported 1 session and 1 message." in result.stderr.decode()  # off stdout
 
 
 def test_dash_with_json_is_a_usage_error(db: str) -> None:
@@ -100,7 +100,7 @@ def test_a_regular_file_is_replaced_whole(db: str, tmp_path: Path) -> None:
     result = run_cli("export", "-o", str(file), "--db", db)
     assert result.returncode == 0, result.stderr
     assert records(file.read_text()) == ["session", "message"]
-    assert "Exported 1 sessions and 1 messages" in result.stdout.decode()
+    assert "Exported 1 session and 1 message" in result.stdout.decode()
 
 
 def test_a_missing_directory_is_an_error(db: str, tmp_path: Path) -> None:

@@ -58,9 +58,9 @@ CASES = [
     Case("history: --limit 0", ("history", "s", "--limit", "0"), says="limit"),
     Case("history: --to-seq not a number", ("history", "s", "--to-seq", "1e3"), code=2),
     Case(
-        "context: --max-tokens beyond 64 bits",
-        ("context", "s", "--max-tokens", HUGE),
-        says="max_tokens",
+        "context: --budget beyond 64 bits",
+        ("context", "s", "--budget", HUGE),
+        says="budget_tokens",
     ),
     Case("context: --trigger beyond 64 bits", ("context", "s", "--agent", "a", "--trigger", HUGE)),
     Case("sessions create: key with a space", ("sessions", "create", "--key", "a b"), says="key"),

@@ -35,7 +35,7 @@ def test_malformed_dagent_files_exit_1_naming_each_file_and_line(cli: Cli) -> No
     errors = result.stderr.splitlines()
     assert len(errors) == 7 and all(line.startswith("error: ") for line in errors)
     assert any(line.endswith("pm-feature-feat-bad.json:15: missing role") for line in errors)
-    assert "Imported 1 new sessions and 2 new messages" in result.stdout
+    assert "Imported 1 new session and 2 new messages" in result.stdout
 
 
 def test_turnkeeper_jsonl_imports_exactly_and_only_once(cli: Cli) -> None:
@@ -54,7 +54,7 @@ def test_malformed_jsonl_lines_are_named_and_the_rest_imports(cli: Cli) -> None:
         f"error: {BAD_JSONL}:3: 'wizard' is not a valid Role",
         f"error: {BAD_JSONL}:4: Invalid control character at: line 1 column 141 (char 140)",
     ]
-    assert "Imported 1 new sessions and 2 new messages" in result.stdout
+    assert "Imported 1 new session and 2 new messages" in result.stdout
 
 
 def test_a_json_file_can_be_forced_to_be_read_as_jsonl(cli: Cli, tmp_path: Path) -> None:

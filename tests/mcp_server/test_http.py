@@ -57,7 +57,7 @@ def _conversation(url: str, key: str) -> dict[str, Any]:
                     await mcp.call_tool("append_message", {"session": "plan", "content": content})
                 )
             window = document(
-                await mcp.call_tool("get_context", {"session": "plan", "max_tokens": 500})
+                await mcp.call_tool("get_context", {"session": "plan", "budget_tokens": 500})
             )
             listed = document(await mcp.call_tool("list_sessions", {}))
             return {"opened": opened, "window": window, "listed": listed}

@@ -62,7 +62,7 @@ def test_a_conversation_is_stored_windowed_counted_and_summarized_over_stdio(db:
             )
             summary = document(
                 await mcp.call_tool(
-                    "summarize_session", {"session": "trip", "keep_recent": 4, "max_tokens": 60}
+                    "summarize_session", {"session": "trip", "keep_recent": 4, "budget_tokens": 60}
                 )
             )
             stats = document(await mcp.call_tool("get_session_stats", {"session": "trip"}))
@@ -95,7 +95,7 @@ def test_a_conversation_is_stored_windowed_counted_and_summarized_over_stdio(db:
     assert summary["summary"]["covers_to_seq"] == 9
     assert summary["summary"]["text"].startswith("user: turn")
     assert summary["summary"]["method"] == "extractive"
-    assert summary["report"]["summarized_seqs"] == list(range(2, 10))
+    assert summary["report"]["summarized_seqs"] == [[2, 9]]
     assert got["stats"]["message_count"] == 13
     assert got["stats"]["messages_by_role"] == {"system": 1, "user": 6, "assistant": 6}
     assert [m["seq"] for m in got["history"]["messages"]] == [13, 12]
@@ -115,7 +115,7 @@ def test_bad_input_is_a_tool_error_with_the_command_lines_message(db: str) -> No
     async def mistakes() -> list[str]:
         async with over_stdio("--db", db) as mcp:
             calls = [
-                ("get_context", {"session": "trip", "max_tokens": -5}),
+                ("get_context", {"session": "trip", "budget_tokens": -5}),
                 ("get_context", {"session": "nowhere"}),
                 ("get_context", {"session": "trip", "strategy": "everything"}),
                 ("append_message", {"session": "trip", "role": "narrator", "content": "x"}),
@@ -124,13 +124,13 @@ def test_bad_input_is_a_tool_error_with_the_command_lines_message(db: str) -> No
 
     budget, missing, strategy, role = run_async(mistakes())
     for message, args in (
-        (budget, ["context", "trip", "--max-tokens", "-5"]),
+        (budget, ["context", "trip", "--budget", "-5"]),
         (missing, ["context", "nowhere"]),
     ):
         cli = run_cli("--db", db, *args)
         assert cli.returncode == 1
         assert cli.stderr.decode().strip() == f"error: {message}"
-    assert budget == "max_tokens: must be a positive whole number, got -5"
+    assert budget == "budget_tokens: must be a positive whole number, got -5"
     assert missing == "session 'nowhere' not found in project 'default'"
     assert strategy.startswith("strategy: unknown strategy 'everything'; choose one of full,")
     assert role.startswith("role: ")

@@ -51,7 +51,7 @@ def test_cache_keys_tell_a_bound_of_zero_from_no_bound() -> None:
 def test_a_full_build_that_cannot_fit_fails_instead_of_paging_forever(opened: Turnkeeper) -> None:
     session_id = chat(opened, 16, system=None)
     with pytest.raises(ContextBudgetExceeded):
-        opened.context(session_id, strategy="full", max_tokens=300)
+        opened.context(session_id, strategy="full", budget_tokens=300)
 
 
 def test_a_small_window_after_a_full_read_is_not_served_empty(opened: Turnkeeper) -> None:
@@ -62,8 +62,8 @@ def test_a_small_window_after_a_full_read_is_not_served_empty(opened: Turnkeeper
     session = opened.get_session(session_id)
     average = session.stored_tokens / session.message_count
     with pytest.raises(ContextBudgetExceeded):
-        opened.context(session_id, strategy="full", max_tokens=int(27 * average))
-    window = opened.context(session_id, strategy="sliding_window", max_tokens=int(10 * average))
+        opened.context(session_id, strategy="full", budget_tokens=int(27 * average))
+    window = opened.context(session_id, strategy="sliding_window", budget_tokens=int(10 * average))
     assert window.messages[-1].content == words(46)
     assert window.report.messages_included >= 2
     assert window.report.messages_dropped == 48 - window.report.messages_included
@@ -148,7 +148,7 @@ def test_an_agent_perspective_window_is_counted_with_the_names_it_sends(
     opened.append(session, "user", "And hotels?", author="maria")
     for budget in (80, 100, 120, 160, 400):
         try:
-            window = opened.context(session, agent="planner", max_tokens=budget, model="gpt-4")
+            window = opened.context(session, agent="planner", budget_tokens=budget, model="gpt-4")
         except ContextBudgetExceeded:
             continue
         sent = to_openai(window)
@@ -163,11 +163,13 @@ def test_truncate_with_an_explicit_budget_reserves_nothing_unless_asked(
     opened: Turnkeeper,
 ) -> None:
     session_id = chat(opened, 40)
-    window = opened.context(session_id, strategy="truncate", max_tokens=400)
+    window = opened.context(session_id, strategy="truncate", budget_tokens=400)
     assert window.report.budget == 400
     assert 300 < window.report.tokens_used <= 400
     assert window.messages[1].content == "[Earlier messages truncated]"
-    reserved = opened.context(session_id, strategy="truncate", max_tokens=400, reserved_tokens=100)
+    reserved = opened.context(
+        session_id, strategy="truncate", budget_tokens=400, reserved_tokens=100
+    )
     assert reserved.report.budget == 300
     default = opened.context(session_id, strategy="truncate")
     assert default.report.budget == 6000 - 4500  # the default reserve of the default budget

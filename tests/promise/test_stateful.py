@@ -69,7 +69,7 @@ budgets = st.one_of(st.integers(1, 120), st.integers(120, 1500), st.integers(150
 
 CONTEXT_ARGS: dict[str, Any] = {
     "strategy": st.sampled_from(list(StrategyName)),
-    "max_tokens": st.one_of(st.none(), budgets),
+    "budget_tokens": st.one_of(st.none(), budgets),
     "reserved": st.sampled_from([None, None, None, 0, 50, 300]),
     "keep_recent": st.integers(1, 12),
     "pending": st.sampled_from(["none", "none", "fresh", "fresh", "stored", "edited", "result"]),
@@ -273,7 +273,7 @@ class Conversation(RuleBasedStateMachine):
     def _build(
         self,
         strategy: StrategyName,
-        max_tokens: int | None,
+        budget_tokens: int | None,
         reserved: int | None,
         keep_recent: int,
         pending: str,
@@ -282,13 +282,13 @@ class Conversation(RuleBasedStateMachine):
     ) -> None:
         STEPS["context"] += 1
         new = self._pending(pending, text)
-        limit, reserve = _budget(strategy, max_tokens, reserved)
+        limit, reserve = _budget(strategy, budget_tokens, reserved)
         include_internal = strategy is not StrategyName.RECENT or agent is not None
         visible = [m for m in self.model.messages if include_internal or not m.internal]
 
         def build() -> Any:
             return self.tk.context(
-                self.session_id, strategy=strategy, max_tokens=max_tokens,
+                self.session_id, strategy=strategy, budget_tokens=budget_tokens,
                 reserved_tokens=reserved, keep_recent=keep_recent, model="gpt-4",
                 new_message=None if new is None else _new(new), agent=agent,
             )  # fmt: skip
@@ -352,15 +352,15 @@ def _new(said: Said) -> NewMessage:
 
 
 def _budget(
-    strategy: StrategyName, max_tokens: int | None, reserved: int | None
+    strategy: StrategyName, budget_tokens: int | None, reserved: int | None
 ) -> tuple[int, int]:
-    """The budget a user was promised (README): `max_tokens` or the default, minus the reserve
+    """The budget a user was promised (README): `budget_tokens` or the default, minus the reserve
     (the default reserve only with the default `truncate` budget)."""
     if strategy is StrategyName.TRUNCATE:
-        limit = max_tokens or 6000
-        default_reserve = 4500 if max_tokens is None else 0
+        limit = budget_tokens or 6000
+        default_reserve = 4500 if budget_tokens is None else 0
     else:
-        limit = max_tokens or math.floor(8192 * 0.8)  # gpt-4 × budget_ratio
+        limit = budget_tokens or math.floor(8192 * 0.8)  # gpt-4 × budget_ratio
         default_reserve = 0
     return limit, default_reserve if reserved is None else reserved
 

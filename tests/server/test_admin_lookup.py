@@ -59,3 +59,31 @@ def test_an_unknown_key_is_still_a_404_for_an_admin(service: Service) -> None:
     with service.client("admin") as admin:
         response: httpx.Response = admin.get("/v1/sessions/nobody-has-this")
     assert response.status_code == 404
+
+
+def test_an_admin_asking_in_the_wrong_project_is_told_where_the_session_is(
+    service: Service,
+) -> None:
+    with service.client("b") as beta:
+        made = beta.post("/v1/sessions", json={"key": "support-42"}).json()
+    with service.client("admin") as admin:
+        for ref in ("support-42", made["id"]):
+            response = admin.get(f"/v1/sessions/{ref}/messages", params={"project": "alpha"})
+            assert response.status_code == 404
+            assert response.json()["detail"] == (
+                f"session '{ref}' not found in project 'alpha'; it exists in project 'beta'; "
+                "ask with project=beta"
+            )
+        assert admin.get("/v1/sessions/support-42", params={"project": "beta"}).status_code == 200
+
+
+def test_a_project_key_learns_nothing_of_another_projects_sessions(service: Service) -> None:
+    with service.client("b") as beta:
+        made = beta.post("/v1/sessions", json={"key": "support-42"}).json()
+    with service.client("a") as alpha:
+        for ref in ("support-42", made["id"]):
+            held = alpha.get(f"/v1/sessions/{ref}/messages")
+            absent = alpha.get(f"/v1/sessions/{ref}-gone/messages")
+            assert (held.status_code, absent.status_code) == (404, 404)
+            assert held.json()["detail"] == f"session '{ref}' not found in project 'alpha'"
+            assert "beta" not in held.text

@@ -97,7 +97,7 @@ def test_llm_summarizer_asks_the_fast_model_with_the_prompt_and_previous_summary
     tk = Turnkeeper(make_sqlite_store(tmp_path / "llm.db"), settings, clock=clock)
     session = tk.create_session(key="llm")
     tk.append_many(session, [NewMessage("user", f"q{n} " + "w " * 30) for n in range(40)])
-    window = tk.context(session, strategy="summarize", max_tokens=600, keep_recent=5)
+    window = tk.context(session, strategy="summarize", budget_tokens=600, keep_recent=5)
     sent = upstream.requests[-1]
     assert sent["model"] == "fast-model"
     assert sent["messages"][0] == {"role": "system", "content": "Be brief."}

@@ -126,11 +126,39 @@ def test_the_budget_options_shape_the_window_sent(
         )
     answer = client.post(
         f"/v1/sessions/{session}/chat",
-        json={"content": "Now?", "strategy": "sliding_window", "max_tokens": 120},
+        json={"content": "Now?", "strategy": "sliding_window", "budget_tokens": 120},
     ).json()
     assert answer["context"]["truncated"] is True
     assert upstream.requests[0]["messages"][-1]["content"] == "Now?"
     assert len(upstream.requests[0]["messages"]) < 8
+
+
+def test_max_tokens_is_the_window_budget_on_chat_and_max_output_tokens_the_replys_limit(
+    client: httpx.Client, session: str, upstream: Upstream
+) -> None:
+    """`/chat` keeps `max_tokens` as the old name of `budget_tokens`: a window budget, never
+    sent upstream as the reply's `max_tokens` (that is `max_output_tokens`)."""
+    for n in range(6):
+        client.post(
+            f"/v1/sessions/{session}/messages", json={"role": "user", "content": f"old {n} " * 30}
+        )
+    old = client.post(
+        f"/v1/sessions/{session}/chat",
+        json={"content": "Now?", "strategy": "sliding_window", "max_tokens": 120,
+              "max_output_tokens": 50},
+    )  # fmt: skip
+    assert old.status_code == 200, old.text
+    assert old.json()["context"]["budget"] == 120 and old.json()["context"]["truncated"]
+    assert upstream.requests[0]["max_tokens"] == 50
+    both = client.post(
+        f"/v1/sessions/{session}/chat",
+        json={"content": "Again?", "budget_tokens": 300, "max_tokens": 120},
+    )
+    assert both.status_code == 422
+    assert both.json()["errors"][0]["field"] == "budget_tokens"
+    assert len(upstream.requests) == 1  # refused before anything was stored or sent
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["ChatRequest"]
+    assert schema["properties"]["max_tokens"]["deprecated"] is True
 
 
 def test_streams_the_reply_as_server_sent_events(

@@ -22,22 +22,26 @@ def test_builds_a_window_under_the_budget_with_its_report(
 ) -> None:
     window = client.get(
         f"/v1/sessions/{long_session}/context",
-        params={"strategy": "sliding_window", "max_tokens": 300},
+        params={"strategy": "sliding_window", "budget_tokens": 300},
     ).json()
     report = window["report"]
     assert report["tokens_used"] <= 300 and report["truncated"]
-    assert report["messages_dropped"] == len(report["dropped_seqs"]) + report["dropped_unread"]
+    named = [seq for first, last in report["dropped_seqs"] for seq in range(first, last + 1)]
+    assert (
+        report["messages_dropped"] == len(named) == int(window["messages"][1]["content"].split()[1])
+    )
+    assert named == list(range(2, named[-1] + 1))  # every older message, as one run
     assert window["messages"][0] == {"role": "system", "content": "You are a travel agent."}
     assert "older messages truncated" in window["messages"][1]["content"]
     assert window["messages"][-1]["content"].startswith("turn 29")
 
 
-def test_truncate_takes_max_tokens_reserved_and_keeps_the_first_message(
+def test_truncate_takes_budget_tokens_reserved_and_keeps_the_first_message(
     client: httpx.Client, long_session: str
 ) -> None:
     window = client.get(
         f"/v1/sessions/{long_session}/context",
-        params={"strategy": "truncate", "max_tokens": 600, "reserved_tokens": 200},
+        params={"strategy": "truncate", "budget_tokens": 600, "reserved_tokens": 200},
     ).json()
     assert window["report"]["budget"] == 400
     assert window["messages"][1]["content"] == "[Earlier messages truncated]"
@@ -55,14 +59,22 @@ def test_anthropic_format_moves_the_system_text_out(
     assert window["report"]["messages_included"] == 4
 
 
-def test_a_budget_too_small_for_the_trigger_is_a_422_naming_max_tokens(
+def test_a_budget_too_small_for_the_trigger_is_a_422_naming_budget_tokens(
     client: httpx.Client, long_session: str
 ) -> None:
     response = client.get(
-        f"/v1/sessions/{long_session}/context", params={"strategy": "full", "max_tokens": 10}
+        f"/v1/sessions/{long_session}/context", params={"strategy": "full", "budget_tokens": 10}
     )
     assert response.status_code == 422
-    assert response.json()["errors"][0]["field"] == "max_tokens"
+    assert response.json()["errors"][0]["field"] == "budget_tokens"
+
+
+def test_context_still_reads_the_budgets_old_name_max_tokens(
+    client: httpx.Client, long_session: str
+) -> None:
+    old = client.get(f"/v1/sessions/{long_session}/context", params={"max_tokens": 300})
+    new = client.get(f"/v1/sessions/{long_session}/context", params={"budget_tokens": 300})
+    assert old.json()["report"]["budget"] == new.json()["report"]["budget"] == 300
 
 
 def test_session_stats_split_user_facing_and_internal(client: httpx.Client) -> None:

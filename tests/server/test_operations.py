@@ -51,7 +51,7 @@ def test_metrics_count_requests_writes_builds_and_upstream_calls(
     client.post(
         "/v1/sessions/metered/messages", json={"role": "user", "content": "hello", "id": "x"}
     )
-    client.get("/v1/sessions/metered/context", params={"max_tokens": 5000})
+    client.get("/v1/sessions/metered/context", params={"budget_tokens": 5000})
     client.post("/v1/sessions/metered/chat", json={"content": "hi"})
     upstream.mode = "error"
     client.post("/v1/sessions/metered/chat", json={"content": "again"})

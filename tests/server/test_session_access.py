@@ -33,11 +33,11 @@ def test_a_bad_project_is_named_once(
 
 def test_every_invalid_parameter_is_named_once(client: httpx.Client) -> None:
     answer = client.get(
-        "/v1/sessions/" + "x" * 300 + "/context", params={**BAD_PROJECT, "max_tokens": 0}
+        "/v1/sessions/" + "x" * 300 + "/context", params={**BAD_PROJECT, "budget_tokens": 0}
     )
     assert answer.status_code == 422
     fields = [error["field"] for error in answer.json()["errors"]]
-    assert sorted(fields) == ["max_tokens", "project", "session"]
+    assert sorted(fields) == ["budget_tokens", "project", "session"]
 
 
 def test_the_hot_routes_document_their_parameters_and_key(service: Service) -> None:
@@ -51,7 +51,8 @@ def test_the_hot_routes_document_their_parameters_and_key(service: Service) -> N
     ]
     context = paths["/v1/sessions/{session}/context"]["get"]
     assert [p["name"] for p in context["parameters"]] == [
-        "session", "strategy", "max_tokens", "reserved_tokens", "keep_recent", "model",
+        "session", "strategy", "budget_tokens", "max_tokens", "reserved_tokens", "keep_recent",
+        "model",
         "include_internal", "format", "agent", "trigger", "project",
     ]  # fmt: skip
     assert append["security"] == context["security"] == [{"ApiKey": []}]

@@ -20,7 +20,7 @@ def test_creates_a_session_in_the_keys_project(client: httpx.Client) -> None:
     assert session["project"] == "alpha"
     assert session["status"] == "active"
     assert session["metadata"] == {"agent_id": "a7"}
-    assert session["expires_at"] is not None
+    assert session["expires_at"] is None  # by default, sessions never expire
 
 
 def test_get_or_create_returns_the_live_session_holding_the_key(client: httpx.Client) -> None:

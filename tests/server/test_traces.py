@@ -43,7 +43,7 @@ def test_get_trace_shows_the_window_and_what_changed_since_the_previous_turn(
         client.post(
             "/v1/sessions/diffed/chat",
             json={"content": f"turn {n} " + "padding " * 40, "strategy": "sliding_window",
-                  "max_tokens": 200},
+                  "budget_tokens": 200},
         )  # fmt: skip
     trace = client.get("/v1/sessions/diffed/messages/6/trace").json()
     assert trace["previous_seq"] == 4

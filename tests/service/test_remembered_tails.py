@@ -78,13 +78,13 @@ class RememberedTails(RuleBasedStateMachine):
         pick=st.integers(0, 99),
         text=texts,
         strategy=st.sampled_from(list(StrategyName)),
-        max_tokens=st.integers(30, 3000),
+        budget_tokens=st.integers(30, 3000),
     )
-    def turn(self, pick: int, text: str, strategy: StrategyName, max_tokens: int) -> None:
+    def turn(self, pick: int, text: str, strategy: StrategyName, budget_tokens: int) -> None:
         """The common loop: append a turn, build the context."""
         session = self.sessions[pick % len(self.sessions)]
         self.cached.append(session, "user", text, id=self._new_id())
-        args = {"strategy": strategy, "max_tokens": max_tokens}
+        args = {"strategy": strategy, "budget_tokens": budget_tokens}
         assert _window(self.cached, session, args) == _window(self.plain, session, args)
 
     @rule(pick=st.integers(0, 99), writer=writers, text=texts)
@@ -135,7 +135,7 @@ class RememberedTails(RuleBasedStateMachine):
     @rule(
         pick=st.integers(0, 99),
         strategy=st.sampled_from(list(StrategyName)),
-        max_tokens=st.one_of(st.none(), st.integers(30, 400), st.integers(400, 3000)),
+        budget_tokens=st.one_of(st.none(), st.integers(30, 400), st.integers(400, 3000)),
         keep_recent=st.integers(1, 8),
         include_internal=st.sampled_from([None, None, True, False]),
         model=st.sampled_from([None, None, "gpt-4"]),
@@ -146,7 +146,7 @@ class RememberedTails(RuleBasedStateMachine):
         self,
         pick: int,
         strategy: StrategyName,
-        max_tokens: int | None,
+        budget_tokens: int | None,
         keep_recent: int,
         include_internal: bool | None,
         model: str | None,
@@ -154,7 +154,7 @@ class RememberedTails(RuleBasedStateMachine):
         twice: bool,
     ) -> None:
         args: dict[str, Any] = {
-            "strategy": strategy, "max_tokens": max_tokens, "keep_recent": keep_recent,
+            "strategy": strategy, "budget_tokens": budget_tokens, "keep_recent": keep_recent,
             "include_internal": include_internal, "model": model,
             "new_message": None if pending is None else NewMessage("user", pending, id="pending"),
         }  # fmt: skip

@@ -53,7 +53,7 @@ def test_create_session_gives_a_uuid_and_the_fields_asked_for(tk: Turnkeeper, cl
         SessionStatus.ACTIVE,
     )
     assert session.created_at == session.updated_at == clock.now
-    assert session.expires_at == clock.now + timedelta(hours=24)
+    assert session.expires_at is None  # the default: sessions never expire
     assert session.metadata == {"agent_id": "a1"}
     assert (session.message_count, session.stored_tokens) == (0, 0)
     assert tk.get_session(session.id) == session

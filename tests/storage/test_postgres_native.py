@@ -65,7 +65,7 @@ def test_operations_run_in_the_bridge_on_the_loop_thread_with_no_worker_thread(
     async def talk() -> tuple[str, list[str]]:
         session, _ = await face.get_or_create_session("native-1")
         await face.append(session, "user", "hello")
-        window = await face.context(session, max_tokens=500)
+        window = await face.context(session, budget_tokens=500)
         ids = [sid async for sid in face.iter_session_ids()]
         workers = [t.name for t in threading.enumerate() if t.name.startswith("turnkeeper-async")]
         await face.close()
@@ -88,7 +88,7 @@ def test_fifty_concurrent_operations_share_a_pool_of_four_and_keep_seqs_gapless(
 
         async def turn(i: int) -> None:
             await face.append(session, "user", f"message {i}")
-            await face.context(session, max_tokens=300)
+            await face.context(session, budget_tokens=300)
 
         await asyncio.gather(*(turn(i) for i in range(50)))
         seqs = [m.seq for m in await face.history(session)]
@@ -192,7 +192,7 @@ def test_a_model_summary_waits_off_the_loop_and_concurrent_builds_share_it(
         ticker = asyncio.create_task(tick())
         windows = await asyncio.gather(
             *(
-                face.context(session, strategy="summarize", max_tokens=400, keep_recent=4)
+                face.context(session, strategy="summarize", budget_tokens=400, keep_recent=4)
                 for _ in range(2)
             )
         )

@@ -54,7 +54,7 @@ def _cold_build(url: str, session_id: str) -> tuple[int, list[str], int]:
         conn = store._connection()
         conn.set_progress_handler(step, 1)
         conn.set_trace_callback(statements.append)
-        window = tk.context(session_id, strategy="sliding_window", max_tokens=BUDGET)
+        window = tk.context(session_id, strategy="sliding_window", budget_tokens=BUDGET)
     return steps, statements, window.report.messages_loaded
 
 

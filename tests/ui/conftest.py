@@ -114,3 +114,12 @@ def as_alpha(browser: Browser, ui: Service) -> Iterator[Page]:
 def screenshot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def chip_seqs(chips: list[str]) -> list[int]:
+    """The seqs a row of seq chips names: `#2–#13` is twelve of them, `#20` one."""
+    seqs: list[int] = []
+    for chip in chips:
+        first, _, last = chip.replace("#", "").partition("–")
+        seqs.extend(range(int(first), int(last or first) + 1))
+    return seqs

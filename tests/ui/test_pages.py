@@ -11,7 +11,7 @@ from playwright.sync_api import Browser, Page, expect
 from tests.server.conftest import Service
 from tests.server.upstream import Upstream
 
-from .conftest import new_page, open_context, screenshot
+from .conftest import chip_seqs, new_page, open_context, screenshot
 
 
 def seed(service: Service) -> dict[str, str]:
@@ -184,6 +184,31 @@ def test_previews_the_context_under_two_strategies(as_admin: Page, ui: Service) 
     screenshot(as_admin, "context-preview")
 
 
+def test_the_preview_names_every_message_it_drops_and_tags_internal_ones(
+    as_admin: Page, ui: Service
+) -> None:
+    session = ui.tk.create_session(key="notes", project="alpha", title="With notes")
+    ui.tk.append(session, "system", "Be brief.")
+    for turn in range(30):
+        ui.tk.append(session, "user", f"question {turn} " + "words " * 20)
+        ui.tk.append(session, "assistant", f"note {turn}", internal=True, author="tool-agent")
+    as_admin.goto(f"/sessions/{session.id}?strategy=sliding_window&budget_tokens=300")
+    preview = as_admin.locator("#context")
+    dropped = int(preview.locator(".counts .dropped span").inner_text())
+    named = chip_seqs(preview.locator("#dropped-seqs a.chip.dropped").all_inner_texts())
+    assert dropped > 20 and len(named) == dropped  # older messages it never read included
+    assert named == list(range(2, 2 + dropped))
+    marker = preview.locator(".window .kind-marker").inner_text()
+    assert f"{dropped} older messages" in marker
+    internal = preview.locator(".window .wmsg.internal")
+    expect(internal.first).to_be_visible()
+    assert internal.count() == preview.locator(".window .badge.internal").count() > 0
+    for text in internal.all_inner_texts():
+        assert "note" in text  # only the internal messages are tagged
+    question = preview.locator(".window .wmsg", has_text="question 29")
+    expect(question).not_to_have_class(re.compile("internal"))
+
+
 def test_previews_one_agents_perspective(as_admin: Page, ui: Service) -> None:
     session = ui.tk.create_session(key="team", project="alpha", title="Team chat")
     ui.tk.append(session, "user", "Plan the launch", author="user")
@@ -201,7 +226,7 @@ def test_previews_one_agents_perspective(as_admin: Page, ui: Service) -> None:
 def test_a_budget_too_small_is_explained_in_the_preview(as_admin: Page, ui: Service) -> None:
     session = ui.tk.create_session(key="tiny", project="alpha")
     ui.tk.append(session, "user", "hello " * 200)
-    as_admin.goto(f"/sessions/{session.id}?strategy=truncate&max_tokens=5")
+    as_admin.goto(f"/sessions/{session.id}?strategy=truncate&budget_tokens=5")
     expect(as_admin.locator("#context .error")).to_be_visible()
 
 
@@ -353,3 +378,31 @@ def test_logs_in_with_an_api_key_and_out_again(browser: Browser, ui: Service) ->
     page.goto("/")
     expect(page).to_have_url(re.compile(r"/login$"))
     context.close()
+
+
+def test_the_preview_shows_above_the_transcript_where_the_user_looks(
+    as_admin: Page, ui: Service
+) -> None:
+    session = ui.tk.create_session(key="very-long", project="alpha", title="Very long")
+    ui.tk.append(session, "system", "Be brief.")
+    for turn in range(40):
+        ui.tk.append(session, "user", f"question {turn} " + "words " * 30)
+    as_admin.goto(f"/sessions/{session.id}")
+    as_admin.get_by_label("Strategy").select_option("sliding_window")
+    as_admin.get_by_role("button", name="Preview context").click()
+    preview = as_admin.locator("#context")
+    expect(preview).to_be_in_viewport()
+    top = preview.bounding_box()
+    transcript = as_admin.locator("#transcript").bounding_box()
+    assert top is not None and transcript is not None and top["y"] < transcript["y"]
+    as_admin.get_by_role("link", name="Close preview").click()
+    expect(as_admin.locator("#context")).to_have_count(0)
+
+
+def test_the_not_found_page_keeps_the_search_box_and_log_out(as_alpha: Page, ui: Service) -> None:
+    response = as_alpha.goto("/sessions/no-such-session")
+    assert response is not None and response.status == 404
+    expect(as_alpha.locator("main h1")).to_have_text("Not found")
+    expect(as_alpha.get_by_role("searchbox", name="Find messages")).to_be_visible()
+    expect(as_alpha.get_by_role("button", name="Log out")).to_be_visible()
+    expect(as_alpha.locator(".who")).to_contain_text("alpha")

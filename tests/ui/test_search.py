@@ -71,3 +71,23 @@ def test_a_malformed_query_is_explained_beside_the_box(as_alpha: Page, ui: Servi
     as_alpha.fill("#search-q", "nothing-like-this")
     as_alpha.get_by_role("button", name="Search").click()
     expect(as_alpha.locator(".empty")).to_contain_text("No messages match")
+
+
+def test_hits_read_as_text_not_as_markdown_source(as_alpha: Page, ui: Service) -> None:
+    session = ui.tk.create_session(key="md", project="alpha", title="Markdown")
+    ui.tk.append(
+        session, "assistant",
+        "## Plan\n\nStay in **Alfama**, eat at [Taberna](https://example.com/t) and ride "
+        "`tram 28`. <img src=x onerror=\"window.__pwned = 1\"> "
+        "[Alfama again](javascript:window.__pwned=2)",
+    )  # fmt: skip
+    as_alpha.goto("/search?q=alfama")
+    hit = as_alpha.locator("li.hit .snippet")
+    expect(hit).to_contain_text("Plan Stay in Alfama, eat at Taberna and ride tram 28.")
+    text = hit.inner_text()
+    for syntax in ("**", "##", "](", "`"):
+        assert syntax not in text
+    expect(hit.locator("mark").first).to_have_text("Alfama")
+    expect(hit).to_contain_text('<img src=x onerror="window.__pwned = 1">')  # shown, inert
+    expect(as_alpha.locator("li.hit").locator("img, script, a[href^=javascript]")).to_have_count(0)
+    assert as_alpha.evaluate("typeof window.__pwned") == "undefined"

@@ -8,7 +8,7 @@ from playwright.sync_api import Page, expect
 from tests.server.conftest import Service
 from tests.server.upstream import Upstream
 
-from .conftest import screenshot
+from .conftest import chip_seqs, screenshot
 
 
 def window_texts(page: Page, where: str) -> list[str]:
@@ -47,7 +47,7 @@ def test_the_diff_shows_what_fell_out_of_a_tight_window(
             answer = beta.post(
                 "/v1/sessions/tight/chat",
                 json={"content": f"turn {n} " + "padding " * 40, "create": True,
-                      "strategy": "sliding_window", "max_tokens": 200},
+                      "strategy": "sliding_window", "budget_tokens": 200},
             )  # fmt: skip
             assert answer.status_code == 200
         session_id = answer.json()["session"]["id"]
@@ -57,11 +57,30 @@ def test_the_diff_shows_what_fell_out_of_a_tight_window(
     expect(as_admin.locator("#trace-facts")).to_contain_text("sliding_window")
     fell_out = as_admin.locator("#diff .left > .trace-entry[data-seq]")
     expect(fell_out.first).to_be_visible()
-    dropped = as_admin.locator("#trace-facts a.chip.dropped").all_inner_texts()
-    assert dropped, "the trace lists what was dropped"
+    dropped = chip_seqs(as_admin.locator("#trace-facts a.chip.dropped").all_inner_texts())
+    marker = as_admin.locator("#window .trace-entry[data-kind=marker]").inner_text()
+    assert dropped and f"{len(dropped)} older messages" in marker  # names what it counts
     assert as_admin.url.endswith(f"/sessions/{session_id}/messages/6/trace")
     as_admin.get_by_role("link", name="reply #4").click()
     expect(as_admin.locator("h1")).to_have_text("What the model saw for reply #4")
+
+
+def test_internal_messages_the_model_saw_are_tagged_in_the_trace(
+    as_admin: Page, ui: Service, upstream: Upstream
+) -> None:
+    session = ui.tk.create_session(key="noted", project="alpha")
+    ui.tk.append(session, "user", "Book a table.")
+    ui.tk.append(session, "assistant", "checked availability", internal=True, author="tool-agent")
+    with ui.client("a") as alpha:
+        assert (
+            alpha.post("/v1/sessions/noted/chat", json={"content": "For two."}).status_code == 200
+        )
+    as_admin.goto(f"/sessions/{session.id}/messages/4/trace")
+    entries = as_admin.locator("#window .trace-window > .trace-entry")
+    assert entries.all_inner_texts()[1].count("checked availability") == 1
+    expect(entries.nth(1).locator(".badge.internal")).to_have_text("internal")
+    expect(entries.nth(0).locator(".badge.internal")).to_have_count(0)
+    expect(entries.nth(2).locator(".badge.internal")).to_have_count(0)
 
 
 def test_a_message_without_a_trace_says_so(as_admin: Page, ui: Service) -> None:

@@ -30,13 +30,13 @@ def window_entries(
     session: Session,
     *,
     strategy: StrategyName | str | None,
-    max_tokens: int | None,
+    budget_tokens: int | None,
     model: str | None,
 ) -> list[Message | ContextMessage]:
     """What the context strategy keeps, in the window's order: the stored message for each
     entry that renders one (read back from the window's oldest seq on, not the whole history),
     and the entry itself for a summary or a marker of what was left out."""
-    window = tk.context(session, strategy=strategy, max_tokens=max_tokens, model=model)
+    window = tk.context(session, strategy=strategy, budget_tokens=budget_tokens, model=model)
     seqs = [entry.seq for entry in window.messages if entry.seq is not None]
     stored = {m.id: m for m in tk.history(session, from_seq=min(seqs))} if seqs else {}
     return [

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
 from turnkeeper.types import JSONObject, Message, NewMessage, Role, Session, StrategyName
+from turnkeeper.validation import window_budget
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -60,7 +61,7 @@ class TurnkeeperChatMessageHistory(BaseChatMessageHistory):
     configured one). The session is created on the first write, with `session_options`
     (`subject`, `kind`, `title`, `metadata`, `ttl`…); one that expired reads as empty.
 
-    With `strategy` (and `max_tokens`, `model` as for `Turnkeeper.context`), `messages` is
+    With `strategy` (and `budget_tokens`, `model` as for `Turnkeeper.context`), `messages` is
     only what that context strategy keeps, a summary or truncation marker as a
     `SystemMessage` where the strategy puts one; the store keeps everything. (LangChain v1
     agents: see `turnkeeper.adapters.langchain_agents.TurnkeeperMiddleware`.)
@@ -73,15 +74,16 @@ class TurnkeeperChatMessageHistory(BaseChatMessageHistory):
         *,
         project: str | None = None,
         strategy: StrategyName | str | None = None,
-        max_tokens: int | None = None,
+        budget_tokens: int | None = None,
         model: str | None = None,
+        max_tokens: int | None = None,
         **session_options: Any,
     ) -> None:
         self.key = key
         self.tk = tk
         self.project = project
         self.strategy = strategy
-        self.max_tokens = max_tokens
+        self.budget_tokens = window_budget(budget_tokens, max_tokens, warn_as=type(self).__name__)
         self.model = model
         self._options = session_options
 
@@ -93,7 +95,11 @@ class TurnkeeperChatMessageHistory(BaseChatMessageHistory):
         if self.strategy is None:
             return [to_langchain(m) for m in self.tk.history(session)]
         return window_messages(
-            self.tk, session, strategy=self.strategy, max_tokens=self.max_tokens, model=self.model
+            self.tk,
+            session,
+            strategy=self.strategy,
+            budget_tokens=self.budget_tokens,
+            model=self.model,
         )
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -125,14 +131,14 @@ def window_messages(
     session: Session,
     *,
     strategy: StrategyName | str | None,
-    max_tokens: int | None,
+    budget_tokens: int | None,
     model: str | None,
 ) -> list[BaseMessage]:
     """The LangChain messages of the window a context strategy builds from the session."""
     return [
         to_langchain(entry) if isinstance(entry, Message) else SystemMessage(entry.content)
         for entry in window_entries(
-            tk, session, strategy=strategy, max_tokens=max_tokens, model=model
+            tk, session, strategy=strategy, budget_tokens=budget_tokens, model=model
         )
     ]
 

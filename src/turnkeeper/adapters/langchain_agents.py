@@ -1,5 +1,5 @@
 """LangChain v1 agents on turnkeeper: `create_agent(model, tools, middleware=[TurnkeeperMiddleware
-(tk, strategy=…, max_tokens=…)])` keeps the agent's conversation in a turnkeeper session and shows
+(tk, strategy=…, budget_tokens=…)])` keeps the agent's conversation in a turnkeeper session and shows
 the model turnkeeper's window of it.
 
 LangChain v1 replaced `RunnableWithMessageHistory` (now deprecated) with agent middleware; this is
@@ -32,6 +32,7 @@ from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters.langchain import from_langchain, window_messages
 from turnkeeper.errors import InvalidInput
 from turnkeeper.types import NewMessage, Session, StrategyName
+from turnkeeper.validation import window_budget
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -50,7 +51,7 @@ __all__ = ["TurnkeeperMiddleware"]
 
 class TurnkeeperMiddleware(AgentMiddleware[AgentState[Any], Any]):
     """Agent middleware that remembers the conversation in turnkeeper and builds the model's
-    window from it (`strategy`, `max_tokens`, `model` as for `Turnkeeper.context`; None: the
+    window from it (`strategy`, `budget_tokens`, `model` as for `Turnkeeper.context`; None: the
     configured defaults). `project` and `session_options` (`subject`, `kind`, `title`,
     `metadata`, `ttl`…) apply when the session is first made."""
 
@@ -61,8 +62,9 @@ class TurnkeeperMiddleware(AgentMiddleware[AgentState[Any], Any]):
         key: str | None = None,
         project: str | None = None,
         strategy: StrategyName | str | None = None,
-        max_tokens: int | None = None,
+        budget_tokens: int | None = None,
         model: str | None = None,
+        max_tokens: int | None = None,
         **session_options: Any,
     ) -> None:
         super().__init__()
@@ -70,7 +72,7 @@ class TurnkeeperMiddleware(AgentMiddleware[AgentState[Any], Any]):
         self.key = key
         self.project = project
         self.strategy = strategy
-        self.max_tokens = max_tokens
+        self.budget_tokens = window_budget(budget_tokens, max_tokens, warn_as=type(self).__name__)
         self.model = model
         self._options = session_options
 
@@ -148,7 +150,7 @@ class TurnkeeperMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     def _window(self) -> list[AnyMessage]:
         window = window_messages(
-            self.tk, self._session(), strategy=self.strategy, max_tokens=self.max_tokens,
+            self.tk, self._session(), strategy=self.strategy, budget_tokens=self.budget_tokens,
             model=self.model,
         )  # fmt: skip
         return list[AnyMessage](window)  # type: ignore[arg-type]

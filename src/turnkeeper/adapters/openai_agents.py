@@ -38,6 +38,7 @@ from turnkeeper.types import (
     StrategyName,
     build_new_message,
 )
+from turnkeeper.validation import window_budget
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -68,7 +69,7 @@ class TurnkeeperSession:
     `session_options` are passed to `get_or_create_session` when the session is first made
     (`subject`, `kind`, `title`, `metadata`, `ttl`…).
 
-    With `strategy` (and `max_tokens`, `model` as for `Turnkeeper.context`), `get_items` hands
+    With `strategy` (and `budget_tokens`, `model` as for `Turnkeeper.context`), `get_items` hands
     the agent only what that turnkeeper context strategy keeps — the SDK would otherwise send
     the whole history every turn — with a summary or truncation marker as a system item where
     the strategy puts one. The store keeps everything; `limit` then applies to what is kept.
@@ -89,8 +90,9 @@ class TurnkeeperSession:
         project: str | None = None,
         session_settings: SessionSettings | None = None,
         strategy: StrategyName | str | None = None,
-        max_tokens: int | None = None,
+        budget_tokens: int | None = None,
         model: str | None = None,
+        max_tokens: int | None = None,
         **session_options: Any,
     ) -> None:
         self.session_id = session_id
@@ -99,7 +101,7 @@ class TurnkeeperSession:
         self.project = project
         self.session_settings = session_settings
         self.strategy = strategy
-        self.max_tokens = max_tokens
+        self.budget_tokens = window_budget(budget_tokens, max_tokens, warn_as=type(self).__name__)
         self.model = model
         self._options = session_options
         self._known: Session | None = None
@@ -229,7 +231,11 @@ class TurnkeeperSession:
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
         """The items of what the context strategy keeps, in the window's order."""
         entries = window_entries(
-            self.tk, session, strategy=self.strategy, max_tokens=self.max_tokens, model=self.model
+            self.tk,
+            session,
+            strategy=self.strategy,
+            budget_tokens=self.budget_tokens,
+            model=self.model,
         )
         items: list[Any] = []
         for entry in entries:

@@ -31,6 +31,7 @@ from turnkeeper.storage.base import (
     ApiKeyStore,
     ForkStore,
     LockingStore,
+    SeqRunStore,
     SessionLookupStore,
     Store,
     SummaryStore,
@@ -50,6 +51,7 @@ from turnkeeper.types import (
     NewSession,
     Page,
     ProjectStats,
+    SeqRanges,
     Session,
     SessionFilter,
     SessionPatch,
@@ -528,6 +530,15 @@ class _CachedSessionLookup(CachedStore):
         return cast(SessionLookupStore, self.inner).lookup_session(ref, project)
 
 
+class _CachedSeqRuns(CachedStore):
+    def message_seq_runs(
+        self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
+    ) -> SeqRanges:
+        return cast(SeqRunStore, self.inner).message_seq_runs(
+            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
+        )
+
+
 _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (SummaryStore, _CachedSummaries),
     (AdminStore, _CachedAdmin),
@@ -539,6 +550,7 @@ _BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
     (ForkStore, _CachedForks),
     (SessionLookupStore, _CachedSessionLookup),
     (TurnAttemptStore, _CachedTurnAttempts),
+    (SeqRunStore, _CachedSeqRuns),
 )
 
 

@@ -21,6 +21,7 @@ from turnkeeper.cli.app import (
 from turnkeeper.config import demo_database_url
 from turnkeeper.context.formats import to_openai
 from turnkeeper.types import NewMessage, StrategyName
+from turnkeeper.wording import counted
 
 
 @app.command("gc")
@@ -137,10 +138,10 @@ def demo(db: DbOption = None, json_output: JsonOption = False) -> None:
         where = f" --db {shlex.quote(db)}"
         out.note(f"The demo keeps its own database: [bold]{ctx.tk.store.url}[/] (--db to choose).")
         out.command(
-            f"turnkeeper sessions create --key {DEMO_KEY} --title 'Lisbon trip' --ttl never"
+            f"turnkeeper sessions create --key {DEMO_KEY} --title 'Lisbon trip'"
             f" --get-or-create{where}"
         )
-        session, created = tk.get_or_create_session(DEMO_KEY, title="Lisbon trip", ttl=None)
+        session, created = tk.get_or_create_session(DEMO_KEY, title="Lisbon trip")
         out.note(f"{'Created' if created else 'Reusing'} session {session.id}.")
         role, text = DEMO_TURNS[0]
         out.command(f"turnkeeper add {DEMO_KEY} --role {role} {shlex.quote(text)}{where}")
@@ -153,7 +154,7 @@ def demo(db: DbOption = None, json_output: JsonOption = False) -> None:
         ]
         added = sum(m.seq > session.last_seq for m in tk.append_many(session, turns))
         out.note(
-            f"… and {len(turns) - 1} more turns: {added} messages added"
+            f"… and {counted(len(turns) - 1, 'more turn')}: {counted(added, 'message')} added"
             + ("." if added else " (their ids are fixed, so a second run adds none).")
         )
         if out.json:
@@ -169,17 +170,16 @@ def _tour(ctx: Ctx, where: str) -> None:
     out.command(f"turnkeeper history {DEMO_KEY}{where}")
     session = tk.get_session(DEMO_KEY)  # the totals after the appends
     out.history(session.id, tk.history(session))
-    for strategy, max_tokens, keep_recent in (
+    for strategy, budget, keep_recent in (
         (StrategyName.SLIDING_WINDOW, 120, None),
         (StrategyName.SUMMARIZE, 150, 2),
     ):
         recent = "" if keep_recent is None else f" --keep-recent {keep_recent}"
         out.command(
-            f"turnkeeper context {DEMO_KEY} --strategy {strategy} --max-tokens {max_tokens}"
-            f"{recent}{where}"
+            f"turnkeeper context {DEMO_KEY} --strategy {strategy} --budget {budget}{recent}{where}"
         )
         window = tk.context(
-            session, strategy=strategy, max_tokens=max_tokens, keep_recent=keep_recent
+            session, strategy=strategy, budget_tokens=budget, keep_recent=keep_recent
         )
         out.context(window, to_openai(window))
     out.command(f"turnkeeper stats {DEMO_KEY}{where}")

@@ -27,20 +27,41 @@ import typer
 from typer.core import TyperGroup
 
 import turnkeeper
+from turnkeeper.callers import located
 from turnkeeper.cli.help import readable_help
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
 from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import UNSET, JSONObject, Session, StrategyName
+from turnkeeper.types import UNSET, JSONObject, Session, SessionStatus, StrategyName
 from turnkeeper.validation import parse_json
 
 EXIT_ERROR = 1
 
+COMMAND_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Commands", ("sessions", "add", "history", "context", "chat", "search", "trace", "demo")),
+    ("Branches and agents", ("fork", "branches", "agents", "summaries", "conversation-context")),
+    ("The service", ("serve", "keys", "mcp")),
+    ("Data", ("export", "import", "stats", "gc")),
+)
+"""How `--help` lists the commands: what a user needs first, first (a conversation's commands),
+in panels as gh's help has them. A command missing here is listed last."""
+
+_COMMAND_ORDER = [name for _, names in COMMAND_PANELS for name in names]
+
 
 class TurnkeeperGroup(TyperGroup):
     """The root command; its `main` is the one place errors are turned into exit codes."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands in `COMMAND_PANELS` order, each in its panel."""
+        for panel, names in COMMAND_PANELS[1:]:
+            for name in names:
+                if name in self.commands:
+                    self.commands[name].rich_help_panel = panel  # type: ignore[attr-defined]
+        known = [name for name in _COMMAND_ORDER if name in self.commands]
+        return known + sorted(set(self.commands) - set(known))
 
     def main(
         self,
@@ -179,11 +200,22 @@ def global_options() -> GlobalOptions:
 @contextmanager
 def open_ctx(db: str | None, json_output: bool) -> Iterator[Ctx]:
     """Build the settings (`--db` over `TURNKEEPER_DATABASE_URL` over the config file over the
-    default), open turnkeeper on them, and close it when the command is done."""
+    default), open turnkeeper on them, and close it when the command is done.
+
+    A session the command did not find in its project is looked for in the others: whoever
+    holds the database may see them all, so the error says where it is."""
     before = global_options()
     settings = load_settings(database_url=db or before.db)
     with turnkeeper.open(settings=settings) as tk:
-        yield Ctx(tk, Output(json=json_output or before.json_output))
+        try:
+            yield Ctx(tk, Output(json=json_output or before.json_output))
+        except SessionNotFound as exc:
+            raise located(
+                tk,
+                exc,
+                may_see=lambda project: True,
+                how=lambda project: f"pass --project {project}",
+            ) from None
 
 
 def session_or_new(ctx: Ctx, ref: str, *, project: str | None) -> Session:
@@ -196,6 +228,19 @@ def session_or_new(ctx: Ctx, ref: str, *, project: str | None) -> Session:
     if created:
         ctx.out.warn(f"Created session {session.id} with key {ref!r}.")
     return session
+
+
+def latest_session(ctx: Ctx, *, project: str | None, active: bool = False) -> Session:
+    """The session with the most recent activity (of `project`, else of any; only an active
+    one with `active`), as llm's `logs` shows the latest conversation; `UsageProblem` when
+    there is none."""
+    status = SessionStatus.ACTIVE if active else None
+    page = ctx.tk.list_sessions(project=project, status=status, limit=1)
+    if not page.items:
+        kind = "active session" if active else "session"
+        where = f" in project {project!r}" if project else ""
+        raise UsageProblem(f"there is no {kind}{where} yet; give a SESSION")
+    return page.items[0]
 
 
 def _print_version(value: bool) -> None:
@@ -334,6 +379,12 @@ StrategyOption = Annotated[
     StrategyName | None,
     typer.Option("--strategy", help="Context strategy (default: the configured one)."),
 ]
-MaxTokensOption = Annotated[
-    int | None, typer.Option("--max-tokens", metavar="N", help="Token budget of the window.")
+BudgetOption = Annotated[
+    int | None,
+    typer.Option("--budget", metavar="N", help="Token budget of the context window."),
 ]
+OldBudgetOption = Annotated[
+    int | None, typer.Option("--max-tokens", metavar="N", hidden=True, help="Old name of --budget.")
+]
+"""`--max-tokens`, still read as `--budget` (`window_budget` merges them) but not shown: to a
+model API `max_tokens` is the reply's limit."""

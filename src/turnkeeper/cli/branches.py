@@ -43,7 +43,7 @@ def fork(
         typer.Option(
             "--ttl",
             metavar="DURATION|never",
-            help="Lifetime, e.g. 24h, or never (default: session_expiration).",
+            help="Lifetime without activity, e.g. 24h, or never (default: session_expiration, which is never unless configured).",
         ),
     ] = None,
     project: ProjectOption = None,

@@ -8,6 +8,9 @@ other interface.
 
 stdout carries only the model's words (one reply per line read), so `echo hi | turnkeeper chat
 k` is scriptable; the banner and prompts appear only on a terminal, on stderr.
+
+A line starting with `/` is a command to the chat, never sent to the model (`/help` lists them;
+an unknown one is an error line); `//` sends a line that starts with `/`.
 """
 
 from __future__ import annotations
@@ -19,22 +22,34 @@ import typer
 from rich.text import Text
 
 from turnkeeper.cli.app import (
+    BudgetOption,
     Ctx,
     DbOption,
-    MaxTokensOption,
+    OldBudgetOption,
     ProjectOption,
     StrategyOption,
     UsageProblem,
     app,
+    latest_session,
     open_ctx,
 )
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.llm import LLMClient, delta_text
-from turnkeeper.turns import ChatTurns, TurnOptions
-from turnkeeper.types import NewMessage, Role, Session, SessionStatus
+from turnkeeper.turns import Attempt, ChatTurns, TurnOptions
+from turnkeeper.types import NewMessage, Role, Session
+from turnkeeper.validation import window_budget
 
 ENDINGS = frozenset({"exit", "quit"})
 STREAM_REQUEST = {"stream": True, "stream_options": {"include_usage": True}}
+CLI_TURN = Attempt(source="cli")
+"""How a turn typed here arrived (its trace says "cli")."""
+
+SLASH_COMMANDS = {
+    "/help": "list these commands",
+    "/session": "the session this chat is stored in",
+    "/exit": "end the chat (also /quit, exit, quit or Ctrl-D)",
+}
+"""What a line starting with `/` may say; `//text` sends `/text` to the model."""
 
 
 @app.command("chat")
@@ -56,7 +71,8 @@ def chat(
         typer.Option("--system", metavar="TEXT", help="System prompt of a new session."),
     ] = None,
     strategy: StrategyOption = None,
-    max_tokens: MaxTokensOption = None,
+    budget: BudgetOption = None,
+    max_tokens: OldBudgetOption = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", metavar="M", help="Model (default: llm_model, then model)."),
@@ -67,11 +83,13 @@ def chat(
     """Chat with the configured model (llm_base_url), streaming its replies.
 
     Each line you type is a turn; `exit`, `quit` or Ctrl-D ends the chat. The model sees the
-    window turnkeeper builds from the session under --strategy and --max-tokens.
+    window turnkeeper builds from the session under --strategy and --budget.
     """
     if resume and session is not None:
         raise UsageProblem("give a SESSION or --continue, not both")
-    options = TurnOptions(strategy=strategy, max_tokens=max_tokens, model=model)
+    options = TurnOptions(
+        strategy=strategy, budget_tokens=window_budget(budget, max_tokens), model=model
+    )
     with open_ctx(db, json_output=False) as ctx:
         llm = LLMClient.from_settings(ctx.tk.settings)
         try:
@@ -90,10 +108,7 @@ def _session(
     ctx: Ctx, turns: ChatTurns, ref: str | None, *, resume: bool, project: str | None
 ) -> Session:
     if resume:
-        page = ctx.tk.list_sessions(project=project, status=SessionStatus.ACTIVE, limit=1)
-        if not page.items:
-            raise UsageProblem("there is no active session to continue; give a SESSION")
-        return page.items[0]
+        return latest_session(ctx, project=project, active=True)
     if ref is None:
         return ctx.tk.create_session(project=project)
     found, created = turns.session_for(ref, project=project, create=True)
@@ -119,6 +134,14 @@ def _converse(ctx: Ctx, turns: ChatTurns, session: Session, options: TurnOptions
             continue
         if line.strip().lower() in ENDINGS:
             break
+        if line.startswith("/") and not line.startswith("//"):
+            command = line.split()[0].lower()
+            if command in ("/exit", "/quit"):
+                break
+            failed = not _slash(ctx, command, session) or failed
+            continue
+        if line.startswith("//"):
+            line = line[1:]
         try:
             _turn(turns, session, line, options)
         except TurnkeeperError as exc:
@@ -127,6 +150,23 @@ def _converse(ctx: Ctx, turns: ChatTurns, session: Session, options: TurnOptions
             ctx.out.err.print(Text.assemble(("error: ", "red bold"), problem))
         session = ctx.tk.get_session(session.id)  # its counters moved on
     return failed
+
+
+def _slash(ctx: Ctx, command: str, session: Session) -> bool:
+    """Answer a chat command on stderr; False for an unknown one (an error line)."""
+    if command == "/help":
+        for name, what in SLASH_COMMANDS.items():
+            ctx.out.err.print(Text.assemble((f"{name:<10}", "bold"), what))
+        ctx.out.err.print("//text    send a line starting with / to the model", markup=False)
+        return True
+    if command == "/session":
+        key = f" (key {session.key})" if session.key else ""
+        ctx.out.err.print(f"session {session.id}{key}", markup=False)
+        return True
+    ctx.out.err.print(
+        Text.assemble(("error: ", "red bold"), f"unknown command {command}; /help lists them")
+    )
+    return False
 
 
 def _read_line(ctx: Ctx, interactive: bool) -> str | None:
@@ -142,7 +182,7 @@ def _read_line(ctx: Ctx, interactive: bool) -> str | None:
 def _turn(turns: ChatTurns, session: Session, text: str, options: TurnOptions) -> None:
     prepared = turns.prepare(
         session, [NewMessage(role=Role.USER, content=text)], options=options,
-        request=STREAM_REQUEST,
+        request=STREAM_REQUEST, attempt=CLI_TURN,
     )  # fmt: skip
     stream = turns.stream(prepared)
     try:

@@ -18,8 +18,10 @@ def readable_help(command: Any) -> None:
     """Help that reads like gh's and git's: a flag shows no type (typer would print `<bool>`),
     an argument is its metavar alone (not also `<str>` or `<list[str]>`; `SESSION`,
     `[SESSION]...` in the usage line, not `{SESSION}`), and an option without a metavar gets
-    one (`N` for numbers, its choices, else its name). Typer has no setting for these, so the
-    built click objects of this app are adjusted before they run."""
+    one (`N` for numbers, else its name). An option with choices lists them as words in its
+    help, which wraps between them (as a metavar, `full|recent|sliding_window|…` is one long
+    word that a narrow terminal breaks mid-name). Typer has no setting for these, so the built
+    click objects of this app are adjusted before they run."""
     for param in getattr(command, "params", ()):
         if isinstance(param, TyperArgument):
             overrides = {"display_type_rich": _no_type, "_usage_display_name": _usage_of(param)}
@@ -27,6 +29,7 @@ def readable_help(command: Any) -> None:
                 setattr(param, name, override)
         elif isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = _metavar_of(param)
+            _list_choices(param)
     if not hasattr(command, "_turnkeeper_help_option"):
         setattr(command, "_turnkeeper_help_option", command.get_help_option)  # noqa: B010
         setattr(command, "get_help_option", _flag_help(command._turnkeeper_help_option))  # noqa: B010
@@ -35,14 +38,20 @@ def readable_help(command: Any) -> None:
 
 
 def _metavar_of(option: TyperOption) -> str:
-    described = option.type_descriptor
     if option.is_flag:
         return ""
-    if described.is_choice:
-        return "|".join(str(getattr(c, "value", c)) for c in described.choices or ())
-    if described.annotation is int:
+    if option.type_descriptor.annotation is int:
         return "N"
-    return (option.name or "value").upper()
+    return (option.name or "value").upper().replace("_", "-")
+
+
+def _list_choices(option: TyperOption) -> None:
+    choices = option.type_descriptor.choices if option.type_descriptor.is_choice else None
+    if not choices:
+        return
+    names = [str(getattr(choice, "value", choice)) for choice in choices]
+    listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+    option.help = f"{option.help or ''} One of {listed}.".strip()
 
 
 def _usage_of(argument: TyperArgument) -> Callable[[], str]:

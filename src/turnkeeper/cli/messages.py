@@ -9,13 +9,15 @@ from typing import Annotated, Any
 import typer
 
 from turnkeeper.cli.app import (
+    BudgetOption,
     DbOption,
     JsonOption,
-    MaxTokensOption,
+    OldBudgetOption,
     ProjectOption,
     SessionArg,
     StrategyOption,
     app,
+    latest_session,
     metadata_option,
     open_ctx,
     parse_tool_calls,
@@ -24,6 +26,7 @@ from turnkeeper.cli.app import (
 )
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.types import ContextWindow, NewMessage
+from turnkeeper.validation import window_budget
 
 
 class WindowFormat(enum.StrEnum):
@@ -107,7 +110,15 @@ def add(
 
 @app.command("history")
 def history(
-    session: SessionArg,
+    session: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="SESSION",
+            help="Session id, or key (looked up in --project); default: the session with the "
+            "most recent activity.",
+            show_default=False,
+        ),
+    ] = None,
     from_seq: Annotated[
         int | None, typer.Option("--from-seq", metavar="N", help="First seq (inclusive).")
     ] = None,
@@ -125,9 +136,13 @@ def history(
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Show a session's stored messages (the audit trail), whatever its status."""
+    """Show a session's stored messages (the audit trail), whatever its status; without
+    SESSION, those of the most recently active one."""
     with open_ctx(db, json_output) as ctx:
-        found = ctx.tk.get_session(session, project=project)
+        if session is None:
+            found = latest_session(ctx, project=project)
+        else:
+            found = ctx.tk.get_session(session, project=project)
         messages = ctx.tk.history(
             found, from_seq=from_seq, to_seq=to_seq, include_internal=internal,
             newest_first=newest_first, limit=limit,
@@ -145,7 +160,8 @@ def history(
 def context(
     session: SessionArg,
     strategy: StrategyOption = None,
-    max_tokens: MaxTokensOption = None,
+    budget: BudgetOption = None,
+    max_tokens: OldBudgetOption = None,
     reserved: Annotated[
         int | None,
         typer.Option("--reserved", metavar="N", help="Tokens kept free for the reply."),
@@ -189,7 +205,8 @@ def context(
     With --agent, the window is that agent's view of a multi-agent conversation."""
     with open_ctx(db, json_output) as ctx:
         window = ctx.tk.context(
-            session, strategy=strategy, max_tokens=max_tokens, reserved_tokens=reserved,
+            session, strategy=strategy, budget_tokens=window_budget(budget, max_tokens),
+            reserved_tokens=reserved,
             keep_recent=keep_recent, model=model, include_internal=internal, project=project,
             new_message=None if pending is None else NewMessage(role="user", content=pending),
             agent=agent, trigger=trigger,

@@ -37,11 +37,13 @@ from turnkeeper.types import (
     Message,
     Page,
     ProjectStats,
+    SeqRanges,
     Session,
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
 )
+from turnkeeper.wording import counted
 
 _UNBOUNDED = 100_000
 """A width no table reaches: measuring at it gives a table's unfolded width."""
@@ -81,10 +83,6 @@ def _relative(value: datetime | None, *, missing: str = "-") -> str:
     return f"in {amount}" if seconds > 0 else f"{amount} ago"
 
 
-def _count(n: int) -> str:
-    return f"{n} session" + ("" if n == 1 else "s")
-
-
 def _preview(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -101,6 +99,11 @@ def _status(status: SessionStatus) -> Text:
 def _opt(value: object) -> Text:
     """Data is always shown as plain `Text`, so brackets in it are never read as markup."""
     return Text("-", style="dim") if value is None else Text(str(value))
+
+
+def _counted(count: int, seqs: SeqRanges) -> str:
+    """A report's count with the seqs it counts: `12 (seq 2–13)`."""
+    return f"{count} (seq {seqs})" if seqs else str(count)
 
 
 def _fields_table(rows: Sequence[tuple[str, Text | str]]) -> Table:
@@ -307,7 +310,7 @@ class Output:
             self.document({"deleted": session.id})
         else:
             self.console.print(
-                f"Deleted session {session.id} and its {session.message_count} messages."
+                f"Deleted session {session.id} and its {counted(session.message_count, 'message')}."
             )
 
     # -- messages ---------------------------------------------------------------------------
@@ -319,7 +322,7 @@ class Output:
         hidden = " [dim](internal)[/]" if message.internal else ""
         self.console.print(
             f"Added message #{message.seq} ({_role(message.role.value).markup}, "
-            f"{message.tokens} tokens){hidden} to session {message.session_id}."
+            f"{counted(message.tokens, 'token')}){hidden} to session {message.session_id}."
         )
 
     def history(self, session_id: str, messages: Sequence[Message]) -> None:
@@ -377,6 +380,8 @@ class Output:
         room = max(24, self.console.width - 50)  # what the other columns leave on one line
         for m in messages:
             kind = Text(m.kind, style="" if m.kind == "message" else "bold yellow")
+            if m.internal:  # sent to the model, never shown to the product's users
+                kind.append(" internal", style="bold magenta")
             table.add_row(
                 _role(m.role.value), _opt(m.author), kind, _opt(m.seq), str(m.tokens),
                 Text(_preview(m.content, room)),
@@ -389,10 +394,10 @@ class Output:
             ("strategy", report.strategy.value),
             ("tokens", used),
             ("in store", str(report.messages_in_store)),
-            ("loaded", str(report.messages_loaded)),
+            ("loaded", _counted(report.messages_loaded, report.loaded_seqs)),
             ("included", str(report.messages_included)),
-            ("dropped", str(report.messages_dropped)),
-            ("summarized", str(report.messages_summarized)),
+            ("dropped", _counted(report.messages_dropped, report.dropped_seqs)),
+            ("summarized", _counted(report.messages_summarized, report.summarized_seqs)),
         ]
         if report.markers:
             rows.append(("markers", Text("\n".join(report.markers))))
@@ -405,7 +410,10 @@ class Output:
         if self.json:
             self.document({"file": path, "sessions": sessions, "messages": messages})
         else:
-            self.console.print(f"Exported {sessions} sessions and {messages} messages to {path}.")
+            self.console.print(
+                f"Exported {counted(sessions, 'session')} and {counted(messages, 'message')}"
+                f" to {path}."
+            )
 
     def imported(self, report: ImportReport, *, dry_run: bool) -> None:
         """Counts on stdout; every malformed line on stderr (also in the JSON document)."""
@@ -416,11 +424,15 @@ class Output:
             return
         verb = "Would import" if dry_run else "Imported"
         self.console.print(
-            f"{verb} {report.sessions_created} new sessions and {report.messages_added} new "
-            f"messages ({report.sessions_seen} sessions and {report.messages_seen} messages read)."
+            f"{verb} {counted(report.sessions_created, 'new session')} and "
+            f"{counted(report.messages_added, 'new message')} "
+            f"({counted(report.sessions_seen, 'session')} and "
+            f"{counted(report.messages_seen, 'message')} read)."
         )
         if report.errors:
-            self.console.print(f"[red]{len(report.errors)} lines could not be imported.[/]")
+            self.console.print(
+                f"[red]{counted(len(report.errors), 'line')} could not be imported.[/]"
+            )
 
     # -- admin ------------------------------------------------------------------------------
 
@@ -429,7 +441,8 @@ class Output:
         if self.json:
             self.document({**jsonable(report), "dry_run": dry_run})
             return
-        expired, deleted = _count(len(report.expired)), _count(len(report.deleted))
+        expired = counted(len(report.expired), "session")
+        deleted = counted(len(report.deleted), "session")
         if dry_run:
             line = f"Would expire {expired}" + (f" and delete {deleted}" if delete else "")
             self.console.print(f"{line}; nothing was changed (--json lists them).")
@@ -503,7 +516,7 @@ class Output:
             self.console.print("[dim]No summary checkpoints yet.[/]")
         for c in checkpoints:
             self.console.print(
-                f"[bold]up to #{c.covers_to_seq}[/] [dim]{c.method}, {c.tokens} tokens,"
+                f"[bold]up to #{c.covers_to_seq}[/] [dim]{c.method}, {counted(c.tokens, 'token')},"
                 f" {_when(c.created_at)}[/]"
             )
             self.console.print(Text(c.text))

@@ -22,6 +22,7 @@ from turnkeeper.cli.app import (
     ttl_value,
 )
 from turnkeeper.types import UNSET, SessionStatus
+from turnkeeper.wording import counted
 
 sessions = typer.Typer(
     help="Create, list, inspect and manage sessions (conversations).", no_args_is_help=True
@@ -58,7 +59,7 @@ def create(
         typer.Option(
             "--ttl",
             metavar="DURATION|never",
-            help="Lifetime, e.g. 24h, 90m, 2d, or never (default: session_expiration).",
+            help="Lifetime without activity, e.g. 24h, 90m, 2d, or never (default: session_expiration, which is never unless configured).",
         ),
     ] = None,
     get_or_create: Annotated[
@@ -210,7 +211,7 @@ def delete(
         if confirm:
             typer.confirm(
                 f"Delete session {found.id} ({found.key or 'no key'}, "
-                f"{found.message_count} messages)?",
+                f"{counted(found.message_count, 'message')})?",
                 abort=True,
             )
         ctx.tk.delete_session(found.id)

@@ -3,12 +3,12 @@ previous turn's window."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated
 
 import typer
 
 from turnkeeper.cli.app import DbOption, JsonOption, ProjectOption, SessionArg, app, open_ctx
+from turnkeeper.records import plain
 from turnkeeper.traces import TraceEntry, trace_of, window_diff
 
 
@@ -33,9 +33,7 @@ def trace(
         diff = window_diff(previous, current)
         if ctx.out.json:
             ctx.out.document(
-                dataclasses.asdict(current)
-                | {"previous_seq": previous.seq if previous else None}
-                | dataclasses.asdict(diff)
+                plain(current) | {"previous_seq": previous.seq if previous else None} | plain(diff)
             )
             return
         window = current.to_window()

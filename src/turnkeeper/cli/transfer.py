@@ -24,6 +24,7 @@ from turnkeeper.cli.app import (
 )
 from turnkeeper.errors import InvalidInput
 from turnkeeper.importers import SourceKind, detect, import_from
+from turnkeeper.wording import counted
 
 STDOUT = "-"
 
@@ -71,7 +72,9 @@ def export(
             reason = exc.strerror or str(exc)
             raise InvalidInput("output", f"cannot write {output}: {reason}") from None
         if to_stdout:
-            ctx.out.warn(f"Exported {written[0]} sessions and {written[1]} messages.")
+            ctx.out.warn(
+                f"Exported {counted(written[0], 'session')} and {counted(written[1], 'message')}."
+            )
         else:
             ctx.out.exported(str(output), *written)
 

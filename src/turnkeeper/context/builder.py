@@ -27,6 +27,7 @@ from turnkeeper.types import (
     ContextWindow,
     Message,
     MessageDraft,
+    SeqRanges,
     StrategyName,
 )
 
@@ -183,16 +184,24 @@ class ContextBuilder:
         budget: int,
         selection: Selection,
     ) -> ContextReport:
-        """The numbers of a build. `dropped_seqs` lists only loaded messages (see `Selection`)."""
-        included = sum(1 for message in selection.messages if message.seq is not None)
+        """The numbers of a build, each with the seqs it counts. Whatever the history read
+        and the window neither carries nor summarized was dropped; so were the older messages
+        it never read, which the history names without reading them."""
+        kept = SeqRanges.of(m.seq for m in selection.messages if m.seq is not None)
+        included = len(kept)
+        summarized = SeqRanges.of(selection.summarized)
+        loaded = history.loaded_seqs()
+        dropped = loaded - kept - summarized
+        if selection.left_out - len(summarized) > len(dropped):
+            dropped |= history.unread_seqs()
         return ContextReport(
             strategy=strategy,
             session_id=session_id,
             messages_in_store=history.messages_in_store,
             messages_loaded=history.messages_loaded,
             messages_included=included,
-            messages_dropped=selection.left_out - len(selection.summarized),
-            messages_summarized=len(selection.summarized),
+            messages_dropped=selection.left_out - len(summarized),
+            messages_summarized=len(summarized),
             # an empty window is no prompt at all: nothing is sent, so no reply priming either
             tokens_used=(
                 REPLY_PRIMING + sum(message.tokens for message in selection.messages)
@@ -202,8 +211,9 @@ class ContextBuilder:
             budget=budget,
             encoding=self.counter.encoding,
             markers=tuple(m.content for m in selection.messages if m.kind == "marker"),
-            dropped_seqs=selection.dropped,
-            summarized_seqs=selection.summarized,
+            dropped_seqs=dropped,
+            summarized_seqs=summarized,
+            loaded_seqs=loaded,
         )
 
     def _render(self, message: Message) -> ContextMessage:

@@ -11,8 +11,8 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from turnkeeper.storage.base import Store, read_messages_at
-from turnkeeper.types import Message
+from turnkeeper.storage.base import Store, message_seq_runs, read_messages_at
+from turnkeeper.types import NO_SEQS, Message, SeqRanges
 
 
 class History(Protocol):
@@ -46,6 +46,15 @@ class History(Protocol):
         Lets a strategy that stopped reading early say how many older messages it left out;
         the history may be filtered, so seq arithmetic cannot tell.
         """
+        ...
+
+    def loaded_seqs(self) -> SeqRanges:
+        """The seqs of the messages read so far (`messages_loaded` of them)."""
+        ...
+
+    def unread_seqs(self) -> SeqRanges:
+        """The seqs of the messages not read so far, without reading them: the report names
+        every message a build left out, the older ones it never looked at too."""
         ...
 
 
@@ -157,6 +166,30 @@ class StoreHistory:
             self._session_id, before_seq=seq, include_internal=self._include_internal
         )
 
+    def loaded_seqs(self) -> SeqRanges:
+        return SeqRanges.of(self._loaded)
+
+    def unread_seqs(self) -> SeqRanges:
+        """The gaps below the newest message read. A whole view's seqs have no gaps (they
+        run from 1 to `last_seq`), so when the gaps hold as many seqs as there are unread
+        messages, they are the answer, with no query; a view without internal messages (or an
+        imported history with holes) asks the store where its messages sit."""
+        loaded = self.loaded_seqs()
+        newest = loaded.last
+        if newest is None:
+            return NO_SEQS
+        gaps = SeqRanges.span(1, newest) - loaded
+        if not gaps:
+            return NO_SEQS
+        if self._include_internal and self.count_before(newest + 1) - len(loaded) == len(gaps):
+            return gaps  # counted from memory (`count_before`): no query
+        first, last = gaps.runs[0][0], gaps.runs[-1][1]
+        held = message_seq_runs(
+            self._store, self._session_id, from_seq=first, to_seq=last,
+            include_internal=self._include_internal,
+        )  # fmt: skip
+        return held - loaded
+
 
 class ListHistory:
     """A `History` over messages already in memory (tests, imports, previews)."""
@@ -191,3 +224,9 @@ class ListHistory:
 
     def count_before(self, seq: int) -> int:
         return bisect_left(self._messages, seq, key=lambda message: message.seq)
+
+    def loaded_seqs(self) -> SeqRanges:
+        return SeqRanges.of(self._loaded)
+
+    def unread_seqs(self) -> SeqRanges:
+        return SeqRanges.of(m.seq for m in self._messages if m.seq not in self._loaded)

@@ -237,15 +237,15 @@ class Perspective:
             start = self._tail_start(history, len(head), room - self._marker_cost(len(earlier)))
             left = list(earlier[len(head) : start])
             note = self._note(sliding_window_marker(len(left)))
-            seqs = {"dropped": tuple(m.seq for m in left)}
+            summarized: tuple[int, ...] = ()  # dropped: the builder names them
         else:
-            seqs = {"summarized": tuple(m.seq for m in left)}
+            summarized = tuple(m.seq for m in left)
         chosen = (*head, note, *history[start:], *fixed)
         used = REPLY_PRIMING + sum(entry.tokens for entry in chosen)
         budget = room + sum(entry.tokens for entry in (*head, *fixed)) + REPLY_PRIMING
         if used > budget:  # not even the note fits beside what is never dropped
             raise ContextBudgetExceeded("the triggering message with its notes", used, budget)
-        return Selection(messages=chosen, left_out=len(left), **seqs)
+        return Selection(messages=chosen, left_out=len(left), summarized=summarized)
 
     def _marker_cost(self, left_out: int) -> int:
         return self._note(sliding_window_marker(left_out)).tokens

@@ -57,14 +57,14 @@ class Selection:
     """What a strategy chose: the window's entries in order, and what it left out.
 
     `left_out` counts every history message not in the window (dropped or summarized);
-    `summarized` and `dropped` list the seqs of the loaded ones (unread messages are counted
-    in `left_out` but not listed: listing them would mean reading them).
+    `summarized` lists the seqs folded into the summary. The builder names the dropped ones:
+    what the history read and the window neither carries nor summarized, and the older ones
+    it never read (`History.unread_seqs`), so a strategy never reads them.
     """
 
     messages: tuple[ContextMessage, ...]
     left_out: int
     summarized: tuple[int, ...] = ()
-    dropped: tuple[int, ...] = ()
 
 
 class Strategy(Protocol):
@@ -114,12 +114,12 @@ class _Plan:
         return (*notes, *body, *self.trigger.messages)
 
     def selection(self, loaded: Iterable[Message], *, summarized: bool = False) -> Selection:
-        """The selection, listing the loaded messages left out as summarized or dropped."""
+        """The selection; with `summarized`, the loaded messages left out are the summary's."""
+        if not summarized:
+            return Selection(self.messages(), self.left_out)
         kept = {message.seq for message in self.messages() if message.seq is not None}
         out = tuple(message.seq for message in loaded if message.seq not in kept)
-        if summarized:
-            return Selection(self.messages(), self.left_out, summarized=out)
-        return Selection(self.messages(), self.left_out, dropped=out)
+        return Selection(self.messages(), self.left_out, summarized=out)
 
 
 def _note(counter: TokenCounter, text: str, kind: str = "marker") -> ContextMessage:

@@ -9,7 +9,7 @@ same JSON document `turnkeeper --json` prints for it. A `TurnkeeperError` become
 correct its call; a session of another project is "not found", never its data.
 
 Inputs are checked by turnkeeper itself, not by the schema, so a bad value gets the same
-message as everywhere else (`max_tokens: must be positive, got -5`); the schemas say in their
+message as everywhere else (`budget_tokens: must be positive, got -5`); the schemas say in their
 descriptions what is allowed. Their types are strict, though: a number or a flag sent as text
 (`{"from_seq": "1"}`, `{"newest_first": "yes"}`) or a fraction for a whole number is refused
 naming the argument, never read as a guess (`StrictInt`, `StrictBool`).
@@ -223,7 +223,7 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
             Field(description=f"How to fit the history into the budget: one of {STRATEGIES} "
                   "(default: the server's configured strategy)."),
         ] = None,
-        max_tokens: Annotated[
+        budget_tokens: Annotated[
             StrictInt | None,
             Field(description="Token budget of the window, a positive integer (default: from "
                   "the model's context window)."),
@@ -249,7 +249,7 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
 
         def work(scope: str | None) -> Any:
             window = tk.context(
-                session_in(session, scope), strategy=strategy, max_tokens=max_tokens,
+                session_in(session, scope), strategy=strategy, budget_tokens=budget_tokens,
                 reserved_tokens=reserved_tokens, keep_recent=keep_recent, model=model,
                 project=scope,
             )  # fmt: skip
@@ -333,7 +333,7 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
     def summarize_session(
         ctx: Context,
         session: SessionArg,
-        max_tokens: Annotated[
+        budget_tokens: Annotated[
             StrictInt | None,
             Field(description="The token budget the session must fit, a positive integer "
                   "(default: from the model's context window). What does not fit is "
@@ -357,7 +357,7 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
         def work(scope: str | None) -> Any:
             ref = session_in(session, scope)
             window = tk.context(
-                ref, strategy=StrategyName.SUMMARIZE, max_tokens=max_tokens,
+                ref, strategy=StrategyName.SUMMARIZE, budget_tokens=budget_tokens,
                 keep_recent=keep_recent, model=model, project=scope,
             )  # fmt: skip
             summarized = window.report.messages_summarized > 0

@@ -51,13 +51,14 @@ async def get_caller(
 ) -> Caller:
     """The caller `gate.CallerGate` authenticated before the body was read (or, for a request
     without a body, or an app served without the gate, authenticated here)."""
-    caller: Caller | None = getattr(request.state, "caller", None)
-    if caller is not None:
-        return caller
-    remembered = authenticate_remembered(request, credentials)
-    if remembered is not None:
-        return remembered
-    return await run_in_threadpool(authenticate, request, credentials)
+    known: Caller | None = getattr(request.state, "caller", None)
+    if known is not None:
+        return known
+    caller = authenticate_remembered(request, credentials)
+    if caller is None:
+        caller = await run_in_threadpool(authenticate, request, credentials)
+    request.state.caller = caller  # what an error answer may tell this caller (`problems`)
+    return caller
 
 
 ProjectQuery = Annotated[

@@ -9,7 +9,7 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 | `MalformedRequest`                     | 400    | a header sent twice; `errors` names it         |
 | `InvalidInput` (and `InvalidMessage`)  | 422    | `errors` names the field                       |
 | `ContextBudgetExceeded`                | 422    | the request's budget cannot hold the turn; the |
-|                                        |        | cure is another `max_tokens` (named in         |
+|                                        |        | cure is another `budget_tokens` (named in      |
 |                                        |        | `errors`), so it is a bad value, not a big body|
 | `Unauthenticated`                      | 401    | with `WWW-Authenticate: Bearer`                |
 | `Forbidden`                            | 403    | a project key naming another project           |
@@ -50,8 +50,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from turnkeeper.callers import Caller, located
 from turnkeeper.errors import (
     BackendUnavailable,
     Conflict,
@@ -63,6 +65,7 @@ from turnkeeper.errors import (
     NotFound,
     SessionExpired,
     TurnInProgress,
+    SessionNotFound,
     TurnkeeperError,
     Unauthenticated,
     Unsupported,
@@ -166,7 +169,7 @@ def problem_for_error(
     if isinstance(error, InvalidInput):
         errors = [{"field": error.field, "problem": error.problem}]
     elif isinstance(error, ContextBudgetExceeded):
-        errors = [{"field": "max_tokens", "problem": str(error)}]
+        errors = [{"field": "budget_tokens", "problem": str(error)}]
     elif isinstance(error, UpstreamError) and error.status is not None:
         extra["upstream_status"] = error.status
     return problem(
@@ -225,12 +228,27 @@ def headers_for(status: int, error: Exception | None = None) -> dict[str, str] |
 
 async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TurnkeeperError)
-    body = problem_for_error(exc, instance=request.url.path, request_id=_request_id(request))
+    error = exc
+    if isinstance(error, SessionNotFound):
+        error = await run_in_threadpool(_located, request, error)
+    body = problem_for_error(error, instance=request.url.path, request_id=_request_id(request))
     if body["status"] >= 500:
         log.warning(
             "request_failed", status=body["status"], error=type(exc).__name__, detail=str(exc)
         )
     return respond(request, body, headers_for(body["status"], exc))
+
+
+def _located(request: Request, error: SessionNotFound) -> SessionNotFound:
+    """A session not found in the request's project, with where it is when the caller may see
+    that project (an admin key; a project key only ever sees its own, so it learns nothing)."""
+    caller: Caller | None = getattr(request.state, "caller", None)
+    if caller is None:
+        return error
+    return located(
+        request.app.state.tk, error, may_see=caller.may_see,
+        how=lambda project: f"ask with project={project}",
+    )  # fmt: skip
 
 
 def field_name(location: Sequence[int | str]) -> str:

@@ -15,7 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeeper.context.conversation import ConversationContext, planner_context
-from turnkeeper.server.trace_schemas import TracePublic
+from turnkeeper.records import seq_runs
+from turnkeeper.server.trace_schemas import SeqRun, TracePublic
 from turnkeeper.storage.search import SearchHit
 from turnkeeper.turns import TurnOptions
 from turnkeeper.types import (
@@ -35,7 +36,7 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     Usage,
 )
-from turnkeeper.validation import KEY_PATTERN, MAX_WHOLE, NAME_PATTERN
+from turnkeeper.validation import KEY_PATTERN, MAX_WHOLE, NAME_PATTERN, window_budget
 
 JSON = dict[str, Any]
 MAX_TTL_SECONDS = 100 * 365 * 86400  # a lifetime beyond a century is a mistake (and overflows)
@@ -341,12 +342,16 @@ class ContextReportPublic(BaseModel):
     encoding: str
     truncated: bool = Field(description="True when anything stored was left out or summarized.")
     markers: list[str]
-    dropped_seqs: list[int] = Field(description="Seqs of the dropped messages the build read.")
-    dropped_unread: int = Field(
-        description="Dropped messages older than any it read (not in `dropped_seqs`): "
-        "`messages_dropped` = `len(dropped_seqs)` + `dropped_unread`."
+    dropped_seqs: list[SeqRun] = Field(
+        description="Every dropped message, as runs of seqs `[first, last]` (inclusive): "
+        "they add up to `messages_dropped`, older messages the build never read included."
     )
-    summarized_seqs: list[int]
+    summarized_seqs: list[SeqRun] = Field(
+        description="Every summarized message, as runs of seqs (`messages_summarized` of them)."
+    )
+    loaded_seqs: list[SeqRun] = Field(
+        description="The messages the build read, as runs of seqs (`messages_loaded` of them)."
+    )
 
     @classmethod
     def from_domain(cls, report: ContextReport) -> ContextReportPublic:
@@ -356,8 +361,9 @@ class ContextReportPublic(BaseModel):
             messages_included=report.messages_included, messages_dropped=report.messages_dropped,
             messages_summarized=report.messages_summarized, tokens_used=report.tokens_used,
             budget=report.budget, encoding=report.encoding, truncated=report.truncated,
-            markers=list(report.markers), dropped_seqs=list(report.dropped_seqs),
-            dropped_unread=report.dropped_unread, summarized_seqs=list(report.summarized_seqs),
+            markers=list(report.markers), dropped_seqs=seq_runs(report.dropped_seqs),
+            summarized_seqs=seq_runs(report.summarized_seqs),
+            loaded_seqs=seq_runs(report.loaded_seqs),
         )  # fmt: skip
 
 
@@ -446,13 +452,30 @@ class ChatRequest(_Request):
     create: bool = Field(False, description="Create the session if the key names none.")
     stream: bool = Field(False, description="Answer as server-sent events.")
     strategy: StrategyName | None = None
-    max_tokens: int | None = Field(None, gt=0, le=MAX_WHOLE, description="Context budget.")
+    budget_tokens: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_WHOLE,
+        description="Token budget of the context window sent to the "
+        "model (default: the configured one). Not the reply's limit: see max_output_tokens.",
+    )
+    max_tokens: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_WHOLE,
+        json_schema_extra={"deprecated": True},  # in the schema only: reading it must not warn
+        description="Old name of budget_tokens (the window budget, not the reply's limit); "
+        "still accepted.",
+    )
     reserved_tokens: int | None = Field(None, ge=0, le=MAX_WHOLE)
     keep_recent: int | None = Field(None, gt=0, le=MAX_WHOLE)
     model: str | None = Field(None, description="Upstream model (default: llm_model).")
     temperature: float | None = Field(None, ge=0, le=2)
     max_output_tokens: int | None = Field(
-        None, gt=0, le=MAX_WHOLE, description="Sent as the reply's max_tokens."
+        None,
+        gt=0,
+        le=MAX_WHOLE,
+        description="The reply's length limit, sent to the model as its max_tokens.",
     )
 
     def to_message(self) -> NewMessage:
@@ -463,7 +486,7 @@ class ChatRequest(_Request):
 
     def options(self) -> TurnOptions:
         return TurnOptions(
-            strategy=self.strategy, max_tokens=self.max_tokens,
+            strategy=self.strategy, budget_tokens=window_budget(self.budget_tokens, self.max_tokens),
             reserved_tokens=self.reserved_tokens, keep_recent=self.keep_recent, model=self.model,
         )  # fmt: skip
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnkeeper.records import seq_runs
 from turnkeeper.traces import TurnTrace, WindowDiff
+
+SeqRun = Annotated[list[int], Field(min_length=2, max_length=2)]
+"""`[first, last]`: the seqs from `first` to `last`, both included (a report's and a trace's
+seq sets go out as runs, so naming a long conversation's dropped messages stays short)."""
 
 
 class TraceEntryPublic(BaseModel):
@@ -22,6 +27,9 @@ class TraceEntryPublic(BaseModel):
     author: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    internal: bool = Field(
+        default=False, description="An internal message (sent to the model, kept from users)."
+    )
 
 
 class UsagePublic(BaseModel):
@@ -37,14 +45,18 @@ class TracePublic(BaseModel):
     session_id: str
     seq: int = Field(description="The reply this trace belongs to.")
     turn_seq: int = Field(description="The turn it answered.")
-    source: str = Field(description="Where the turn came from: chat, proxy, ui or library.")
+    source: str = Field(description="Where the turn came from: chat, proxy, ui, cli or library.")
     model: str
     strategy: str
     budget: int
     encoding: str
     kept_seqs: list[int] = Field(description="Stored messages the window carried, in order.")
-    dropped_seqs: list[int]
-    summarized_seqs: list[int]
+    dropped_seqs: list[SeqRun] = Field(
+        description="Every message left out and not summarized, as runs `[first, last]`: as "
+        "many as the window's marker says, older ones the build never read included."
+    )
+    summarized_seqs: list[SeqRun] = Field(description="The summarized messages, as runs.")
+    loaded_seqs: list[SeqRun] = Field(description="The messages the build read, as runs.")
     summary_covers_to_seq: int | None = Field(
         description="The summary checkpoint used (the seq it covers to), if any."
     )
@@ -58,7 +70,14 @@ class TracePublic(BaseModel):
 
     @classmethod
     def from_domain(cls, trace: TurnTrace) -> TracePublic:
-        return cls.model_validate(trace)
+        return cls.model_validate(
+            {name: getattr(trace, name) for name in cls.model_fields if hasattr(trace, name)}
+            | {
+                "dropped_seqs": seq_runs(trace.dropped_seqs),
+                "summarized_seqs": seq_runs(trace.summarized_seqs),
+                "loaded_seqs": seq_runs(trace.loaded_seqs),
+            }
+        )
 
 
 class TraceResponse(TracePublic):

@@ -283,7 +283,7 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
     async with turnkeeper.open_async("sqlite:///chat.db") as tk:
         session, _ = await tk.get_or_create_session("support-42")
         await tk.append(session, "user", "Hello!")
-        window = await tk.context(session, max_tokens=8000)
+        window = await tk.context(session, budget_tokens=8000)
     ```
 
     Every operation of `Turnkeeper` is here under the same name and signature, awaited; `sync`
@@ -331,13 +331,13 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
         self,
         strategy: StrategyName,
         *,
-        max_tokens: int | None,
+        budget_tokens: int | None,
         reserved_tokens: int | None,
         model: str,
     ) -> int:
         """`Turnkeeper.budget_for`: the token budget of a build."""
         return self.sync.budget_for(
-            strategy, max_tokens=max_tokens, reserved_tokens=reserved_tokens, model=model
+            strategy, budget_tokens=budget_tokens, reserved_tokens=reserved_tokens, model=model
         )
 
     def draft(self, message: NewMessage) -> MessageDraft:
@@ -350,6 +350,7 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
     create_session = Offload(Turnkeeper.create_session)
     get_or_create_session = Offload(Turnkeeper.get_or_create_session)
     list_sessions = Offload(Turnkeeper.list_sessions)
+    projects_holding = Offload(Turnkeeper.projects_holding)
     iter_session_ids = OffloadIterator(Turnkeeper.iter_session_ids)
     update_session = Offload(Turnkeeper.update_session)
     reset_session = Offload(Turnkeeper.reset_session)

@@ -174,7 +174,7 @@ class Messages(Core):
         expiry), so the service's own read of it — a sixth of an append — is needed only to
         resolve a key, to check a project, or for sliding expiry (which extends the session
         from what it read)."""
-        if project is not None or self.settings.sliding_expiry:
+        if project is not None or self._slides:
             return None
         if isinstance(ref, Session):
             return ref.id
@@ -197,9 +197,15 @@ class Messages(Core):
             session.id, drafts, expected_last_seq=expected_last_seq, now=now
         )
         self._appended(session.id, stored)
-        if self.settings.sliding_expiry:
+        if self._slides:
             self._slide_expiry(session, stored, now)
         return stored
+
+    @property
+    def _slides(self) -> bool:
+        """Whether appends extend expiry: `sliding_expiry` (the default) with a configured
+        `session_expiration` (none by default: then nothing expires, and nothing slides)."""
+        return self.settings.sliding_expiry and self.settings.session_expiration is not None
 
     def _slide_expiry(self, session: Session, stored: list[Message], now: datetime) -> None:
         """Sliding expiry: a session that gets new messages lives another

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from turnkeeper.errors import InvalidInput
+from turnkeeper.errors import InvalidInput, SessionNotFound
 from turnkeeper.service.core import MAX_PAGE, Core, SessionRef, refuse_expired
 from turnkeeper.storage.base import AdminStore, require
 from turnkeeper.types import (
@@ -152,6 +152,17 @@ class Sessions(Core):
         )
         page = self.store.list_sessions(where, limit=limit, cursor=cursor)
         return Page(tuple(self._present(s) for s in page.items), page.next_cursor)
+
+    def projects_holding(self, ref: str) -> list[str]:
+        """The projects where `ref` names a session: its id's, else those of the sessions
+        holding it as a key (any status). For telling a caller who did not find a session
+        where it is; the interface decides whether the caller may know."""
+        try:
+            return [self.store.get_session(ref).project]
+        except SessionNotFound:
+            pass
+        holders = self.list_sessions(key=ref, limit=MAX_PAGE).items
+        return sorted({session.project for session in holders})
 
     def iter_session_ids(self, *, project: str | None = None) -> Iterator[str]:
         """Ids of every session (of `project`), paging through the listing."""

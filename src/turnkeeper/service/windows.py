@@ -27,7 +27,12 @@ from turnkeeper.types import (
     NewMessage,
     StrategyName,
 )
-from turnkeeper.validation import check_non_negative, check_positive, check_strategy
+from turnkeeper.validation import (
+    check_non_negative,
+    check_positive,
+    check_strategy,
+    window_budget,
+)
 
 REMEMBERED_WINDOWS = 64
 """Sessions whose newest window a service remembers (one window each)."""
@@ -72,30 +77,34 @@ class Windows(Messages):
         self,
         strategy: StrategyName,
         *,
-        max_tokens: int | None,
+        budget_tokens: int | None,
         reserved_tokens: int | None,
         model: str,
     ) -> int:
-        """The token budget of a build: `max_tokens - reserved_tokens`.
+        """The token budget of a build: `budget_tokens - reserved_tokens`.
 
         Defaults: `truncate` uses its own `max_context_tokens` and `reserved_tokens`; every
-        other strategy uses `max_tokens` from the settings, or else `budget_ratio` × the model's
-        context window, with nothing reserved. The default reserve belongs to the
-        default budget: a caller who gives `max_tokens` without `reserved_tokens` gets a window
-        of at most `max_tokens`, with nothing reserved.
+        other strategy uses `budget_tokens` from the settings, or else `budget_ratio` × the
+        model's context window, with nothing reserved. The default reserve belongs to the
+        default budget: a caller who gives `budget_tokens` without `reserved_tokens` gets a
+        window of at most `budget_tokens`, with nothing reserved.
         """
-        if max_tokens is not None:
-            check_positive("max_tokens", max_tokens)
+        if budget_tokens is not None:
+            check_positive("budget_tokens", budget_tokens)
         if reserved_tokens is not None:
             check_non_negative("reserved_tokens", reserved_tokens)
         settings = self.settings
         if strategy is StrategyName.TRUNCATE:
-            limit = max_tokens or settings.max_context_tokens
-            default_reserve = settings.reserved_tokens if max_tokens is None else 0
+            limit = budget_tokens or settings.max_context_tokens
+            default_reserve = settings.reserved_tokens if budget_tokens is None else 0
             reserved = default_reserve if reserved_tokens is None else reserved_tokens
         else:
             window = context_window_for_model(model, settings.default_context_window)
-            limit = max_tokens or settings.max_tokens or math.floor(window * settings.budget_ratio)
+            limit = (
+                budget_tokens
+                or settings.budget_tokens
+                or math.floor(window * settings.budget_ratio)
+            )
             reserved = reserved_tokens or 0
         if limit - reserved <= 0:
             raise InvalidInput(
@@ -109,7 +118,7 @@ class Windows(Messages):
         ref: SessionRef,
         *,
         strategy: StrategyName | str | None = None,
-        max_tokens: int | None = None,
+        budget_tokens: int | None = None,
         reserved_tokens: int | None = None,
         keep_recent: int | None = None,
         model: str | None = None,
@@ -118,8 +127,11 @@ class Windows(Messages):
         project: str | None = None,
         agent: str | None = None,
         trigger: int | None = None,
+        max_tokens: int | None = None,
     ) -> ContextWindow:
-        """Build the message list the model sees for the next turn.
+        """Build the message list the model sees for the next turn, within `budget_tokens`
+        (less `reserved_tokens`; see `budget_for`). `max_tokens` is the budget's old name,
+        still accepted (deprecated: to a model API it is the reply's limit).
 
         `new_message` is the turn being answered, if it is not stored yet; if it is already
         stored (same id) it still appears once. `include_internal` defaults to False for
@@ -140,7 +152,10 @@ class Windows(Messages):
         chosen = check_strategy(strategy or self.settings.strategy)
         model_name = model or self.settings.model
         budget = self.budget_for(
-            chosen, max_tokens=max_tokens, reserved_tokens=reserved_tokens, model=model_name
+            chosen,
+            budget_tokens=window_budget(budget_tokens, max_tokens, warn_as="context"),
+            reserved_tokens=reserved_tokens,
+            model=model_name,
         )
         recent = check_positive(
             "keep_recent",

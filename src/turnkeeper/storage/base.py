@@ -8,7 +8,7 @@ explicitly, so one store serves any number of sessions and processes.
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
 `ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `TurnAttemptStore`,
-`SessionLookupStore`, `VersionedReadStore`, `KnownVersionReadStore` — each a `runtime_checkable`
+`SessionLookupStore`, `VersionedReadStore`, `KnownVersionReadStore`, `SeqRunStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
 bundled backends (SQLite, PostgreSQL, `InMemoryStore`) have all of them; `FullStore` names
@@ -45,6 +45,7 @@ from turnkeeper.types import (
     NewSession,
     Page,
     ProjectStats,
+    SeqRanges,
     Session,
     SessionFilter,
     SessionPatch,
@@ -62,6 +63,7 @@ __all__ = [
     "FullStore",
     "KnownVersionReadStore",
     "LockingStore",
+    "SeqRunStore",
     "SessionLookupStore",
     "Store",
     "SummaryStore",
@@ -72,6 +74,7 @@ __all__ = [
     "check_fork",
     "check_retry",
     "lookup_session",
+    "message_seq_runs",
     "read_messages_at",
     "require",
     "same_message",
@@ -392,6 +395,37 @@ def read_messages_at(
         include_internal=include_internal,
         newest_first=newest_first,
         limit=limit,
+    )
+
+
+@runtime_checkable
+class SeqRunStore(Protocol):
+    """Where a session's messages sit, without reading them: a context build names every
+    message it left out, older ones it never read included, and in a view without internal
+    messages those are not one run of seqs."""
+
+    def message_seq_runs(
+        self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
+    ) -> SeqRanges:
+        """The seqs of the messages with `from_seq <= seq <= to_seq` (without internal ones
+        unless `include_internal`), as runs. Costs what counting them costs: no message is
+        read. A missing session has none."""
+        ...
+
+
+def message_seq_runs(
+    store: Store, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool
+) -> SeqRanges:
+    """`store.message_seq_runs(...)`, or for a store without it the seqs of the messages read."""
+    if isinstance(store, SeqRunStore):
+        return store.message_seq_runs(
+            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
+        )
+    return SeqRanges.of(
+        message.seq
+        for message in store.read_messages(
+            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
+        )
     )
 
 

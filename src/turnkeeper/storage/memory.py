@@ -38,6 +38,7 @@ from turnkeeper.types import (
     Page,
     ProjectStats,
     Role,
+    SeqRanges,
     Session,
     SessionFilter,
     SessionPatch,
@@ -367,6 +368,18 @@ class InMemoryStore:
             1
             for m in messages
             if (before_seq is None or m.seq < before_seq) and (include_internal or not m.internal)
+        )
+
+    def message_seq_runs(
+        self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
+    ) -> SeqRanges:
+        with self._lock:
+            log = self._logs.get(session_id)
+            messages = list(log.messages.values()) if log is not None else []
+        return SeqRanges.of(
+            m.seq
+            for m in messages
+            if from_seq <= m.seq <= to_seq and (include_internal or not m.internal)
         )
 
     def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:

@@ -36,6 +36,7 @@ from turnkeeper.types import (
     Page,
     ProjectStats,
     Role,
+    SeqRanges,
     Session,
     SessionFilter,
     SessionStats,
@@ -647,6 +648,20 @@ def count_messages_query(
     return f"SELECT count(*) AS n FROM messages WHERE {' AND '.join(clauses)}", params
 
 
+def seq_runs_query(
+    session_id: str, *, from_seq: int, to_seq: int, include_internal: bool
+) -> tuple[str, list[Any]]:
+    """Runs of consecutive seqs: within a run, seq minus the row's rank is one number."""
+    internal = "" if include_internal else " AND NOT internal"
+    return (
+        "SELECT min(seq) AS run_first, max(seq) AS run_last FROM ("
+        "SELECT seq, seq - row_number() OVER (ORDER BY seq) AS run FROM messages"
+        f" WHERE session_id = ? AND seq >= ? AND seq <= ?{internal}"
+        ") AS numbered GROUP BY run ORDER BY run_first",
+        [session_id, from_seq, to_seq],
+    )
+
+
 def project_stats_query(project: str | None) -> tuple[str, list[Any]]:
     if project is None:
         return PROJECT_STATS + " GROUP BY project, status ORDER BY project", []
@@ -859,6 +874,15 @@ class SQLReads:
             session_id, before_seq=before_seq, include_internal=include_internal
         )
         return int(self._read(query, params)[0]["n"])
+
+    def message_seq_runs(
+        self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
+    ) -> SeqRanges:
+        query, params = seq_runs_query(
+            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
+        )
+        rows = self._read(query, params)
+        return SeqRanges.from_runs((row["run_first"], row["run_last"]) for row in rows)
 
     def session_stats(self, session_id: str) -> SessionStats:
         session = self.get_session(session_id)

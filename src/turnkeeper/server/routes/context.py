@@ -14,7 +14,7 @@ from turnkeeper.server.deps import SessionAccessDep
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import ContextReportPublic, ContextResponse, WindowFormat
 from turnkeeper.types import ContextWindow, StrategyName
-from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN
+from turnkeeper.validation import MAX_WHOLE, NAME_PATTERN, window_budget
 
 router = APIRouter(tags=["context"], responses=PROBLEM_RESPONSES)
 
@@ -35,8 +35,17 @@ def _shaped(window: ContextWindow, shape: WindowFormat) -> tuple[str | None, lis
 async def build_context(
     access: SessionAccessDep,
     strategy: StrategyName | None = None,
+    budget_tokens: Annotated[
+        int | None, Query(gt=0, le=10_000_000, description="Token budget of the window.")
+    ] = None,
     max_tokens: Annotated[
-        int | None, Query(gt=0, le=10_000_000, description="Token budget.")
+        int | None,
+        Query(
+            gt=0,
+            le=10_000_000,
+            deprecated=True,
+            description="Old name of budget_tokens, still accepted.",
+        ),
     ] = None,
     reserved_tokens: Annotated[int | None, Query(ge=0, le=10_000_000)] = None,
     keep_recent: Annotated[
@@ -66,7 +75,8 @@ async def build_context(
     # A hot route: async, with a thread for the build only (see routes.messages).
     window = await run_in_threadpool(
         functools.partial(
-            access.tk.context, access.ref, strategy=strategy, max_tokens=max_tokens,
+            access.tk.context, access.ref, strategy=strategy,
+            budget_tokens=window_budget(budget_tokens, max_tokens),
             reserved_tokens=reserved_tokens, keep_recent=keep_recent, model=model,
             include_internal=include_internal, project=access.scope, agent=agent, trigger=trigger,
         )

@@ -35,9 +35,11 @@ def ui_caller(request: Request) -> Caller:
         HTTPAuthorizationCredentials(scheme="Bearer", credentials=token) if token else None
     )
     try:
-        return authenticate(request, credentials)
+        found = authenticate(request, credentials)
     except Unauthenticated:
         raise LoginRequired() from None
+    request.state.caller = found  # for the error page's layout (search box, log out)
+    return found
 
 
 async def to_login(request: Request, exc: Exception) -> Response:

@@ -33,7 +33,7 @@ from turnkeeper.server.deps import TK, AppSettings, SessionPath, Turns
 from turnkeeper.server.problems import public_detail, status_for
 from turnkeeper.server.streaming import delta, event_stream, relay, sse
 from turnkeeper.server.ui import auth
-from turnkeeper.server.ui.render import page
+from turnkeeper.server.ui.render import page, session_label
 from turnkeeper.service import Turnkeeper
 from turnkeeper.traces import trace_of, window_diff
 from turnkeeper.turns import Attempt, TurnStream
@@ -77,9 +77,16 @@ class UIRoute(APIRoute):
                 status, detail = status_for(exc), public_detail(exc)
                 if "text/html" not in request.headers.get("accept", ""):
                     return Response(detail, status_code=status, media_type="text/plain")
-                return page("error.html", status, request=request, status=status, error=detail)
+                return error_page(request, status, detail)
 
         return handle
+
+
+def error_page(request: Request, status: int, detail: str) -> Response:
+    """The error page, in the layout of every page: the search box and log-out stay for the
+    caller the request was made by (when it got as far as knowing who that is)."""
+    caller: Caller | None = getattr(request.state, "caller", None)
+    return page("error.html", status, request=request, caller=caller, status=status, error=detail)
 
 
 router = APIRouter(include_in_schema=False, route_class=UIRoute)
@@ -188,7 +195,7 @@ class Preview:
     """A context build asked for on the session page: the window, or why there is none."""
 
     strategy: str
-    max_tokens: str
+    budget_tokens: str
     model: str
     keep_recent: str
     agent: str = ""
@@ -220,7 +227,7 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
         window = tk.context(
             session, strategy=asked.strategy, model=asked.model or None, project=scope,
             agent=asked.agent or None,
-            max_tokens=_number("budget", asked.max_tokens),
+            budget_tokens=_number("budget_tokens", asked.budget_tokens),
             keep_recent=_number("keep_recent", asked.keep_recent),
         )  # fmt: skip
     except TurnkeeperError as exc:
@@ -259,7 +266,7 @@ def _line(tk: Turnkeeper, session_id: str, note: str, current: str) -> Line | No
         found = tk.get_session(session_id)
     except SessionNotFound:
         return None
-    label = found.title or found.key or found.id[:8]
+    label = session_label(found.title, found.key, found.id)
     return Line(found.id, label, f"{note} · {found.id[:8]}", found.id == current)
 
 
@@ -287,13 +294,26 @@ def _family(tk: Turnkeeper, session: Session, scope: str | None) -> Family:
     return Family(origin, parent, [line for line in lines if line is not None])
 
 
+def branch_title(source: Session, what: str) -> str:
+    """A readable name for a branch made here: the source's title (else its key, else
+    "Untitled session") and what the branch is, so no branch is ever known by an id alone."""
+    return f"{source.title or source.key or 'Untitled session'} · {what}"
+
+
+def _gist(text: str, limit: int = 40) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 @router.post("/sessions/{ref}/fork")
 def fork(ref: SessionPath, caller: UICaller, form: Form, tk: TK) -> Response:
     """'Branch from here': a new session sharing this one's history up to the message."""
     at_seq = _number("at_seq", form.get("at_seq"))
     if at_seq is None:
         raise InvalidInput("at_seq", "pick the message to branch from")
-    return _back(tk.fork(ref, at_seq, project=caller.scope(None)), "forked")
+    source = tk.get_session(ref, project=caller.scope(None))
+    title = branch_title(source, f"branch at #{at_seq}")
+    return _back(tk.fork(source, at_seq, title=title, project=caller.scope(None)), "forked")
 
 
 @router.post("/sessions/{ref}/regenerate")
@@ -316,7 +336,8 @@ def regenerate(
     edited = tk.history(source, from_seq=seq, limit=1) if seq else []
     if not edited or edited[0].seq != seq or edited[0].role is not Role.USER:
         raise InvalidInput("seq", "only a stored user message can be edited and regenerated")
-    branch = tk.fork(source, edited[0].seq - 1, project=scope)
+    title = branch_title(source, f"edit of #{seq}: {_gist(content)}")
+    branch = tk.fork(source, edited[0].seq - 1, title=title, project=scope)
     message = NewMessage(role=Role.USER, content=content, author=edited[0].author)
     if not model_configured(settings):
         tk.append_many(branch, [message])
@@ -338,7 +359,7 @@ def session_page(
     caller: UICaller,
     internal: bool = False,
     strategy: str = "",
-    max_tokens: str = "",
+    budget_tokens: str = "",
     model: str = "",
     keep_recent: str = "",
     agent: str = "",
@@ -353,7 +374,7 @@ def session_page(
     )
     preview = None
     if strategy:
-        asked = Preview(strategy, max_tokens, model, keep_recent, agent)
+        asked = Preview(strategy, budget_tokens, model, keep_recent, agent)
         preview = _preview(tk, session, scope, asked)
     return page(
         "session.html", request=request, caller=caller, session=session,

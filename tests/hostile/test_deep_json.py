@@ -264,7 +264,7 @@ def test_a_value_stored_too_deep_is_read_cut_off_by_the_library(poisoned: Poison
         _assert_cut(session.metadata, messages[0].metadata, messages[1].tool_calls)
         listed = tk.list_sessions(project="alpha").items
         assert chain(listed[0].metadata) == (MAX_JSON_DEPTH, CUT)
-        window = tk.context(session, max_tokens=1000)
+        window = tk.context(session, budget_tokens=1000)
         assert window.messages[0].content == "the poisoned message"
 
 

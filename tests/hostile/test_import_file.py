@@ -134,7 +134,7 @@ def assert_the_rest_is_imported(tk: Turnkeeper) -> None:
     big, reply = tk.history(first)
     assert big.tokens == counted > 74_000
     assert first.stored_tokens == big.tokens + reply.tokens
-    window = tk.context(first, max_tokens=1000)  # the budget promise holds
+    window = tk.context(first, budget_tokens=1000)  # the budget promise holds
     assert 0 < window.report.tokens_used <= 1000
     assert window.messages[-1].content == "ok" and BIG not in [m.content for m in window.messages]
     expected = {2: ["hi"], 3: ["hi"], 4: ["hi", "fine at last"], 5: ["hi"], 9: ["the last word"]}

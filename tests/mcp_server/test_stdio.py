@@ -191,7 +191,7 @@ STRICT_CALLS = [
     ("get_history", {"limit": 2.0}, "limit"),
     ("get_history", {"newest_first": "true"}, "newest_first"),
     ("get_history", {"include_internal": 1}, "include_internal"),
-    ("get_context", {"max_tokens": "500"}, "max_tokens"),
+    ("get_context", {"budget_tokens": "500"}, "budget_tokens"),
     ("summarize_session", {"keep_recent": "1"}, "keep_recent"),
     ("append_message", {"content": "x", "internal": "false"}, "internal"),
     ("list_sessions", {"limit": "5"}, "limit"),

@@ -25,6 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import turnkeeper
 from turnkeeper.service import Turnkeeper
+from turnkeeper.storage.migrations import LATEST_VERSION
 from turnkeeper.storage.search_sql import CATCH_UP_BATCH
 from turnkeeper.types import NewMessage
 
@@ -232,7 +233,7 @@ def test_a_v9_database_upgrades_with_the_same_search_results(tmp_path: Path) -> 
         }
     assert before["old"] == ["m-1", "m-2"]
     with turnkeeper.open(f"sqlite:///{path}") as tk:
-        assert tk.store.schema_version() == 10  # type: ignore[attr-defined]
+        assert tk.store.schema_version() == LATEST_VERSION  # type: ignore[attr-defined]
         assert _watermark(path) == (2, 2)  # everything the trigger indexed stays indexed
         after = {word: sorted(h.message_id for h in tk.search(word)) for word in before}
         assert after == before

@@ -31,7 +31,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.server.auth import Caller, authenticate
 from turnkeeper.server.deps import TK, AppSettings, SessionPath, Turns
-from turnkeeper.server.problems import public_detail, status_for
+from turnkeeper.server.problems import headers_for, public_detail, status_for
 from turnkeeper.server.streaming import delta, event_stream, relay, sse
 from turnkeeper.server.ui import auth
 from turnkeeper.server.ui.render import page
@@ -78,9 +78,14 @@ class UIRoute(APIRoute):
                 return await handler(request)
             except TurnkeeperError as exc:
                 status, detail = status_for(exc), public_detail(exc)
+                headers = headers_for(status, exc)
                 if "text/html" not in request.headers.get("accept", ""):
-                    return Response(detail, status_code=status, media_type="text/plain")
-                return page("error.html", status, request=request, status=status, error=detail)
+                    return Response(
+                        detail, status_code=status, media_type="text/plain", headers=headers
+                    )
+                response = page("error.html", status, request=request, status=status, error=detail)
+                response.headers.update(headers or {})
+                return response
 
         return handle
 

@@ -112,10 +112,11 @@ class SearchTooSlow(InvalidInput):
     narrower query (HTTP 422 naming `q`), not the same one again."""
 
     def __init__(self, seconds: float) -> None:
+        bound = f"{seconds:g} s" if seconds >= 1 else f"{seconds * 1000:g} ms"
         super().__init__(
             "q",
-            f"the search took longer than {seconds:g} s and was stopped; narrow it: rarer"
-            " words or a phrase, a session, a role, or a time range (since/until)",
+            f"the search took longer than {bound} and was stopped; narrow it: rarer words or"
+            " a phrase, a session, a role, or a time range (since/until)",
         )
         self.seconds = seconds
 

@@ -256,11 +256,6 @@ class _AwaitedPlaceholders(_Statements):
         return _Awaited(self.cur)
 
 
-NETWORK_DEFAULTS = ("tcp_user_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
-                    "keepalives_count")  # fmt: skip
-"""libpq settings turnkeeper sets on its connections unless the URL sets them itself."""
-
-
 def _network_settings(url: str, socket_seconds: float) -> dict[str, Any]:
     """libpq's own bounds on the network, from the socket timeout: data the server's machine
     does not acknowledge within it (a cut network, a machine gone) ends the connection, and an

@@ -51,6 +51,8 @@ class Watchdog:
         watch = Watch(fd, time.monotonic() + seconds)
         with self._changed:
             self._watches.add(watch)
+            if self._closed:  # its store is closed: nothing is watched any more
+                return watch
             if self._thread is None or not self._thread.is_alive():  # first use, or a fork
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()

@@ -3,11 +3,17 @@
     python bench/bench_outage.py
 
 Starts a PostgreSQL of its own (initdb + pg_ctl in a temporary directory, on a free port; the
-shared server is never touched) and `turnkeeper serve` on it, with the default settings. Then
-kills the database (`pg_ctl -m immediate`) and measures: one request's time to its 503, the
-time of `/healthz` while 60 requests wait for connections, and, after the database is started
-again, the time from its start to the first 200. Results go to bench/results/outage.md and the
-README between the `bench:outage` markers.
+shared server is never touched) and `turnkeeper serve` on it, with the default settings. Then:
+
+1. Freezes the database (SIGSTOP to every process: connections stay open, nothing answers) and
+   measures one request's time to its answer (on an idle pooled connection, so bounded by the
+   socket timeout), the slowest of 60 requests at once, and, after SIGCONT, the time to the
+   first 200.
+2. Kills the database (`pg_ctl -m immediate`) and measures one request's time to its 503, the
+   time of `/healthz` while 60 requests wait for connections, and, after the database is
+   started again, the time from its start to the first 200.
+
+Results go to bench/results/outage.md and the README between the `bench:outage` markers.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,10 +38,27 @@ from tests.hostile.throwaway_postgres import ThrowawayPostgres  # noqa: E402
 from bench_http import publish  # noqa: E402
 
 
-def timed(call: object) -> tuple[float, httpx.Response]:
+def timed(call: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
     started = time.perf_counter()
-    response = call()  # type: ignore[operator]
+    response = call()
     return (time.perf_counter() - started) * 1000, response
+
+
+def at_once(http: httpx.Client, count: int) -> list[tuple[float, httpx.Response]]:
+    """`count` reads at once; each one's time and answer."""
+    with ThreadPoolExecutor(count) as pool:
+        return list(
+            pool.map(lambda _: timed(lambda: http.get("/v1/sessions/k/messages")), range(count))
+        )
+
+
+def until_served(http: httpx.Client) -> tuple[float, int]:
+    """Milliseconds until a read answers 200, and how many reads that took."""
+    started = time.perf_counter()
+    attempts = 1
+    while http.get("/v1/sessions/k/messages").status_code != 200:
+        attempts += 1
+    return (time.perf_counter() - started) * 1000, attempts
 
 
 def main() -> None:
@@ -44,6 +69,16 @@ def main() -> None:
         served.client(timeout=120) as http,
     ):
         http.post("/v1/sessions", json={"key": "k"}).raise_for_status()
+        http.get("/v1/sessions/k/messages").raise_for_status()  # a pooled connection, idle
+
+        postgres.freeze()
+        try:
+            frozen_ms, frozen = timed(lambda: http.get("/v1/sessions/k/messages"))
+            crowd = at_once(http, 60)
+        finally:
+            postgres.thaw()
+        thawed_ms, thawed_attempts = until_served(http)
+
         postgres.stop()
         first_ms, first = timed(lambda: http.get("/v1/sessions/k/messages"))
         stalled = [
@@ -57,19 +92,25 @@ def main() -> None:
         for thread in stalled:
             thread.join()
         postgres.start()
-        started = time.perf_counter()
-        attempts = 1
-        while http.get("/v1/sessions/k/messages").status_code != 200:
-            attempts += 1
-        recovered_ms = (time.perf_counter() - started) * 1000
+        recovered_ms, attempts = until_served(http)
+    crowd_statuses = ", ".join(
+        f"{status} ×{sum(1 for _, r in crowd if r.status_code == status)}"
+        for status in sorted({r.status_code for _, r in crowd})
+    )
     report = "\n".join(
         [
             f"Database outage, {datetime.now(UTC):%Y-%m-%d}: `turnkeeper serve` (defaults:"
-            " acquire and connect timeouts 2 s) on a PostgreSQL killed with"
-            " `pg_ctl -m immediate`, then started again.",
+            " acquire and connect timeouts 2 s, statement timeout 5 s, socket timeout 6 s) on a"
+            " PostgreSQL frozen (SIGSTOP to every process, then SIGCONT), then killed with"
+            " `pg_ctl -m immediate` and started again.",
             "",
             "| what | result |",
             "|---|---|",
+            f"| a request while the database is frozen (an idle pooled connection) |"
+            f" {frozen.status_code} in {frozen_ms:.0f} ms |",
+            f"| 60 requests at once while it is frozen | {crowd_statuses}; slowest in"
+            f" {max(ms for ms, _ in crowd):.0f} ms |",
+            f"| database thawed → first 200 | {thawed_ms:.0f} ms ({thawed_attempts} requests) |",
             f"| a request while the database is down | {first.status_code} in {first_ms:.0f} ms |",
             f"| `/healthz` while 60 requests wait for connections | {alive.status_code} in"
             f" {alive_ms:.0f} ms |",

@@ -1,18 +1,23 @@
 """Full-text search through the service, on every backend (SQLite, PostgreSQL, PostgreSQL behind
-the caches): ranked hits with highlighted snippets, filters, project isolation, and an index that
-follows every write (appends, imports, undo, reset, delete)."""
+the caches): ranked hits with highlighted snippets, filters, project isolation, an index that
+follows every write (appends, imports, undo, reset, delete), and a search stopped once it runs
+past `search_timeout`."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
+from pathlib import Path
 
+import psycopg
 import pytest
 
+import turnkeeper
 from tests.conftest import Clock
-from turnkeeper.errors import InvalidInput, SessionNotFound
+from turnkeeper.errors import InvalidInput, SearchTooSlow, SessionNotFound
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.search import SearchHit, SnippetPart
-from turnkeeper.types import NewMessage, Role
+from turnkeeper.types import NewMessage, Role, Session
 
 
 def _found(hits: list[SearchHit]) -> list[tuple[str | None, int]]:
@@ -219,3 +224,64 @@ def test_no_query_text_reaches_the_backend_as_syntax(tk: Turnkeeper) -> None:
         except InvalidInput as exc:
             assert exc.field == "q", query
     assert _found(tk.search('"parens" AND NEAR')) == [("syntax", 1)]
+
+
+# -- a search that runs too long -----------------------------------------------------------
+
+GUARD_SECONDS = 60
+"""How long a lock is held at most: unbounded, a search waiting for it would wait until then."""
+
+
+def _many_messages(tk: Turnkeeper) -> Session:
+    session = tk.create_session(key="bulk")
+    tk.append_many(
+        session, [NewMessage(role="user", content=f"lisbon note {n}") for n in range(2_000)]
+    )
+    return session
+
+
+def _assert_too_slow(raised: pytest.ExceptionInfo[InvalidInput], bound: str) -> None:
+    assert isinstance(raised.value, SearchTooSlow)
+    assert raised.value.field == "q"
+    assert f"longer than {bound}" in raised.value.problem
+    assert "narrow it" in raised.value.problem
+
+
+def test_a_search_past_search_timeout_on_sqlite_is_stopped_asking_for_a_narrower_one(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'slow.db'}"
+    with turnkeeper.open(url, search_timeout=timedelta(microseconds=1)) as tk:
+        session = _many_messages(tk)
+        with pytest.raises(InvalidInput) as raised:
+            tk.search("lisbon")  # matches every message: far more work than a microsecond
+        _assert_too_slow(raised, "0.001 ms")
+        tk.append(session, "user", "still writable")  # the store serves on
+    with turnkeeper.open(url) as tk:  # the default bound: the same search answers
+        assert len(tk.search("lisbon", limit=100)) == 100
+
+
+def test_a_search_past_search_timeout_on_postgres_is_cancelled_asking_for_a_narrower_one(
+    postgres_url: str,
+) -> None:
+    release, locked = threading.Event(), threading.Event()
+
+    def hold_the_messages_table() -> None:  # every search waits for it
+        with psycopg.connect(postgres_url, autocommit=True) as locker, locker.transaction():
+            locker.execute("LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            release.wait(GUARD_SECONDS)
+
+    with turnkeeper.open(postgres_url, search_timeout="200ms") as tk:
+        _many_messages(tk)
+        locker = threading.Thread(target=hold_the_messages_table)
+        locker.start()
+        locked.wait()
+        try:
+            with pytest.raises(InvalidInput) as raised:
+                tk.search("lisbon")
+        finally:
+            release.set()
+            locker.join()
+        _assert_too_slow(raised, "200 ms")
+        assert len(tk.search("lisbon", limit=100)) == 100  # the store serves on

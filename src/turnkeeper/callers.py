@@ -8,10 +8,18 @@ outright is `Forbidden`. An admin sees every project.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from turnkeeper.errors import Conflict, Forbidden, SessionNotFound, TurnkeeperError
+from turnkeeper.errors import (
+    Conflict,
+    Forbidden,
+    SessionNotFound,
+    TooManyRequests,
+    TurnkeeperError,
+)
 from turnkeeper.service import Turnkeeper
 
 
@@ -88,3 +96,39 @@ def resolve_session(tk: Turnkeeper, ref: str, scope: str | None) -> str:
     if projects:
         return tk.get_session(ref, project=projects[0]).id
     return ref
+
+
+class PerCallerLimit:
+    """At most `limit` requests of one kind (`what`: searches) running at once per API key, in
+    this process. A request over the limit is refused at once (`TooManyRequests`, HTTP 429 with
+    `Retry-After`), not queued: a queue would hold a server thread per waiting request, and one
+    key's burst would still crowd out everyone else's work. Every interface that serves callers
+    (REST, the UI, MCP) takes its turns here, so together they count once."""
+
+    def __init__(self, limit: int, what: str, *, retry_after: int = 1) -> None:
+        self.limit = limit
+        self.what = what
+        self.retry_after = retry_after
+        self._running: dict[str | None, int] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def turn(self, caller: Caller) -> Iterator[None]:
+        """Run the block as one of `caller`'s requests, or refuse it if it has `limit` running."""
+        key = caller.key_id  # None: the one caller of a service without keys
+        with self._lock:
+            running = self._running.get(key, 0)
+            if running >= self.limit:
+                raise TooManyRequests(
+                    f"this API key already runs {running} {self.what} at once, the most it may;"
+                    f" try again in {self.retry_after} s",
+                    retry_after=self.retry_after,
+                )
+            self._running[key] = running + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._running.pop(key) - 1
+                if left:
+                    self._running[key] = left

@@ -151,6 +151,34 @@ class Settings(BaseSettings):
         description="How long one attempt to open a PostgreSQL connection may take (whole "
         "seconds, at least 2: libpq's unit and minimum).",
     )
+    postgres_statement_timeout: timedelta = Field(
+        default=timedelta(seconds=5),
+        gt=timedelta(0),
+        description="Longest one SQL statement may run on PostgreSQL (its `statement_timeout`, "
+        "set on every connection): past it the server cancels the statement and the request "
+        "fails with 503. Searches have their own, `search_timeout`; migrations and expiry "
+        "sweeps run without one.",
+    )
+    postgres_socket_timeout: timedelta = Field(
+        default=timedelta(seconds=6),
+        gt=timedelta(0),
+        description="Longest turnkeeper waits for PostgreSQL to answer a statement (and, as "
+        "libpq's `tcp_user_timeout`, for the network to deliver it) before it drops the "
+        "connection and the request fails with 503: a frozen or cut-off server costs a "
+        "request no more. Never less than 1 s beyond the statement's own timeout.",
+    )
+    search_timeout: timedelta = Field(
+        default=timedelta(seconds=3),
+        gt=timedelta(0),
+        description="Longest one full-text search may run (PostgreSQL: its statement timeout; "
+        "SQLite: interrupted). Past it the search fails with 422 asking for a narrower query.",
+    )
+    search_concurrency: int = Field(
+        default=2,
+        gt=0,
+        description="Searches one API key may run at once in one `turnkeeper serve` process "
+        "(REST, UI and MCP together); more get 429 with `Retry-After`.",
+    )
     redis_url: str | None = Field(
         default=None,
         description="Optional shared cache, e.g. redis://127.0.0.1:6379/0. Never needed for "
@@ -379,6 +407,9 @@ class Settings(BaseSettings):
         "http_header_timeout",
         "http_body_timeout",
         "http_keep_alive_timeout",
+        "postgres_statement_timeout",
+        "postgres_socket_timeout",
+        "search_timeout",
         mode="before",
     )
     @classmethod

@@ -16,9 +16,11 @@ of them.
     │   ├── InvalidMessage
     │   │   └── ContentTooLarge  (content or a JSON value over its size limit)
     │   ├── MalformedRequest     (the request itself: a header sent twice)
-    │   └── InvalidConfig
+    │   ├── InvalidConfig
+    │   └── SearchTooSlow        (a search ran past `search_timeout`: narrow it)
     ├── ContextBudgetExceeded
     ├── BackendUnavailable
+    ├── TooManyRequests          (this API key already runs as many of these as it may)
     ├── Unsupported              (the store lacks a capability the request needs)
     ├── Unauthenticated          (no API key, or one that is unknown or revoked)
     ├── Forbidden                (a project key asking for another project by name)
@@ -131,6 +133,20 @@ class InvalidConfig(InvalidInput):
     """A configuration value (file, environment or argument) is not acceptable."""
 
 
+class SearchTooSlow(InvalidInput):
+    """A full-text search ran longer than `search_timeout` and was stopped. The cure is a
+    narrower query (HTTP 422 naming `q`), not the same one again."""
+
+    def __init__(self, seconds: float) -> None:
+        bound = f"{seconds:g} s" if seconds >= 1 else f"{seconds * 1000:g} ms"
+        super().__init__(
+            "q",
+            f"the search took longer than {bound} and was stopped; narrow it: rarer words or"
+            " a phrase, a session, a role, or a time range (since/until)",
+        )
+        self.seconds = seconds
+
+
 class ContextBudgetExceeded(TurnkeeperError):
     """What must be in the window (the triggering message, or all of `full`) cannot fit."""
 
@@ -143,6 +159,15 @@ class ContextBudgetExceeded(TurnkeeperError):
 
 class BackendUnavailable(TurnkeeperError):
     """The storage backend cannot be reached or refused to work."""
+
+
+class TooManyRequests(TurnkeeperError):
+    """The caller already runs as many requests of this kind at once as one API key may (HTTP
+    429 with `Retry-After: retry_after`). Nothing was done; the same request later will be."""
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Unsupported(TurnkeeperError):

@@ -1,13 +1,16 @@
 """A PostgreSQL server of the test's own (initdb + pg_ctl in a temporary directory, on a free
-loopback port), to stop and start at will. The shared server on 5432 is never touched.
+loopback port), to stop and start, or freeze and thaw, at will. The shared server on 5432 is
+never touched.
 
 PostgreSQL refuses to run as root; as root, its commands run as the `postgres` user."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -33,6 +36,7 @@ class ThrowawayPostgres:
         self.data = self.root / "data"
         self.port = free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._frozen: list[int] = []
         if os.geteuid() == 0:
             user = pwd.getpwnam("postgres")
             os.chown(self.root, user.pw_uid, user.pw_gid)
@@ -52,6 +56,28 @@ class ThrowawayPostgres:
         """Stop the server the hard way, as a crash or a network cut would (no goodbyes)."""
         self._run(["pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop"])
 
+    def freeze(self) -> None:
+        """Stop every process of the server (SIGSTOP), as a hung machine or a stalled disk
+        would: connections stay open, the kernel still acknowledges what is sent, and nothing
+        answers. The postmaster first, so it starts no new process meanwhile."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGSTOP)
+        self._frozen = [postmaster, *self._children(postmaster)]
+        for pid in self._frozen[1:]:
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let every frozen process run again (SIGCONT)."""
+        for pid in reversed(self._frozen):
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(pid, signal.SIGCONT)
+        self._frozen = []
+
+    @staticmethod
+    def _children(pid: int) -> list[int]:
+        found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+        return [int(child) for child in found.stdout.split()]
+
     def __enter__(self) -> ThrowawayPostgres:
         self.start()
         return self
@@ -63,6 +89,7 @@ class ThrowawayPostgres:
         tb: TracebackType | None,
     ) -> None:
         try:
+            self.thaw()
             if (self.data / "postmaster.pid").exists():
                 self.stop()
         finally:

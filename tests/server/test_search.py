@@ -1,16 +1,26 @@
 """`GET /v1/search` over a real server, on SQLite and on PostgreSQL behind the caches: each API
-key finds its own project's messages only, and every bad parameter is a problem naming it."""
+key finds its own project's messages only, and every bad parameter is a problem naming it. One
+key runs at most `search_concurrency` searches at once, counted across the REST API, the UI and
+MCP; a search past `search_timeout` is a problem asking for a narrower one."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+from mcp.types import CallToolResult
 
+from tests.conftest import run_async
+from tests.mcp_server.clients import document, error_of, over_http
 from tests.server.conftest import Service, service_settings, start_service
 from tests.server.upstream import Upstream
+from turnkeeper.server.ui.auth import COOKIE
+from turnkeeper.types import NewMessage
 
 
 @pytest.fixture(params=["sqlite", "postgres+caches"])
@@ -113,3 +123,107 @@ def test_bad_parameters_are_problems_naming_them(
     assert response.status_code == 422, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
     assert field in [error["field"] for error in response.json()["errors"]]
+
+
+# -- one key's searches, bounded -------------------------------------------------------------
+
+PATIENCE = 60
+"""Seconds the test waits for what must happen at once: it fails instead of hanging."""
+
+
+@pytest.fixture
+def one_search_per_key(tmp_path: Path, upstream_server: tuple[Upstream, str]) -> Iterator[Service]:
+    """A service on SQLite whose keys may each run one search at a time, with messages in
+    projects alpha and beta that no search has indexed yet."""
+    settings = service_settings(tmp_path, upstream_server[1], search_concurrency=1)
+    for service in start_service(settings):
+        for who in ("a", "b"):
+            with service.client(who) as http:
+                http.post("/v1/sessions", json={"key": "trip"})
+                message = {"role": "user", "content": "Flights to Lisbon on Friday"}
+                assert http.post("/v1/sessions/trip/messages", json=message).is_success
+        yield service
+
+
+def _search_over_mcp(url: str, key: str) -> CallToolResult:
+    async def call() -> CallToolResult:
+        async with over_http(url, key) as mcp:
+            return await mcp.call_tool("search_messages", {"query": "lisbon"})
+
+    return run_async(call())
+
+
+def test_a_key_runs_search_concurrency_searches_at_once_over_rest_ui_and_mcp(
+    one_search_per_key: Service, tmp_path: Path
+) -> None:
+    """Three searches of one key at once, through the REST API, the UI and MCP, while the
+    database keeps every search waiting (its first search indexes new messages, and another
+    connection holds the write lock): one runs, the other two are refused at once (429 with
+    `Retry-After`; a tool error over MCP). Another key's search is not refused. When the lock
+    goes, the waiting searches answer."""
+    service = one_search_per_key
+    token = service.keys["a"]
+    ui_headers = {"Accept": "text/html", "Cookie": f"{COOKIE}={token}"}
+
+    def rest(who: str) -> httpx.Response:
+        with service.client(who) as http:
+            return http.get("/v1/search", params={"q": "lisbon"})
+
+    def ui() -> httpx.Response:
+        with httpx.Client(base_url=service.url, timeout=PATIENCE) as http:
+            return http.get("/search", params={"q": "lisbon"}, headers=ui_headers)
+
+    writer = sqlite3.connect(tmp_path / "service.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a search must wait for it to index the new messages
+    with ThreadPoolExecutor(4) as pool:
+        of_a = {
+            "rest": pool.submit(rest, "a"),
+            "ui": pool.submit(ui),
+            "mcp": pool.submit(_search_over_mcp, service.url, token),
+        }
+        of_b = pool.submit(rest, "b")
+        deadline = time.monotonic() + PATIENCE
+        while sum(future.done() for future in of_a.values()) < 2:  # the refused ones
+            assert time.monotonic() < deadline, "two of the three searches must answer at once"
+            time.sleep(0.01)
+        refused_at_once = {name for name, future in of_a.items() if future.done()}
+        writer.execute("ROLLBACK")
+        writer.close()
+        answers = {name: future.result() for name, future in of_a.items()}
+        other_key = of_b.result()
+
+    ran = set(of_a) - refused_at_once
+    assert len(ran) == 1
+    for name, answer in answers.items():
+        if isinstance(answer, CallToolResult):
+            if name in ran:
+                assert [hit["seq"] for hit in document(answer)["hits"]] == [1]
+            else:
+                assert "at once" in error_of(answer)
+            continue
+        if name in ran:
+            assert answer.status_code == 200, answer.text
+            continue
+        assert answer.status_code == 429, answer.text
+        assert answer.headers["retry-after"] == "1"
+        assert "already runs 1 searches at once" in answer.text
+    assert other_key.status_code == 200
+    assert [hit["project"] for hit in other_key.json()["hits"]] == ["beta"]
+    assert rest("a").status_code == 200  # its turn is free again
+
+
+def test_a_search_past_search_timeout_is_a_problem_naming_q(
+    tmp_path: Path, upstream_server: tuple[Upstream, str]
+) -> None:
+    settings = service_settings(tmp_path, upstream_server[1], search_timeout="1ms")
+    for service in start_service(settings):
+        session = service.tk.create_session(key="bulk", project="alpha")
+        lines = [NewMessage(role="user", content=f"lisbon note {n}") for n in range(20_000)]
+        service.tk.append_many(session, lines)
+        with service.client("a") as alpha:
+            response = alpha.get("/v1/search", params={"q": "lisbon"})
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    (error,) = response.json()["errors"]
+    assert error["field"] == "q"
+    assert "took longer than 1 ms" in error["problem"] and "narrow it" in error["problem"]

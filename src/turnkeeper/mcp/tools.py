@@ -20,6 +20,7 @@ signatures at run time to build their input schemas.
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -28,7 +29,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, StrictBool, StrictInt
 
 import turnkeeper
-from turnkeeper.callers import Caller, resolve_session
+from turnkeeper.callers import Caller, PerCallerLimit, resolve_session
 from turnkeeper.cli.output import jsonable
 from turnkeeper.errors import SessionNotFound, TurnkeeperError
 from turnkeeper.service import Turnkeeper
@@ -83,8 +84,12 @@ def _failed(exc: TurnkeeperError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 
 
-def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
-    """The MCP server over the open `tk`, serving each request as `caller_of` says."""
+def build_server(
+    tk: Turnkeeper, caller_of: CallerOf, searches: PerCallerLimit | None = None
+) -> MCPServer:
+    """The MCP server over the open `tk`, serving each request as `caller_of` says. `searches`:
+    the turns at search each API key may take at once (the HTTP service's, which its REST
+    and UI searches take too); None: unlimited (one local client on stdio)."""
     server: MCPServer = MCPServer(
         "turnkeeper",
         title="turnkeeper",
@@ -106,6 +111,9 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
 
     def session_in(ref: str, scope: str | None) -> str:
         return resolve_session(tk, ref, scope)
+
+    def search_turn(ctx: Context) -> AbstractContextManager[None]:
+        return searches.turn(caller_of(ctx)) if searches is not None else nullcontext()
 
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -313,10 +321,11 @@ def build_server(tk: Turnkeeper, caller_of: CallerOf) -> MCPServer:
 
         def work(scope: str | None) -> Any:
             ref = session_in(session, scope) if session else None
-            hits = tk.search(
-                query, project=scope, session=ref, role=role, author=author,
-                limit=limit, offset=offset,
-            )  # fmt: skip
+            with search_turn(ctx):
+                hits = tk.search(
+                    query, project=scope, session=ref, role=role, author=author,
+                    limit=limit, offset=offset,
+                )  # fmt: skip
             return {"hits": hits}
 
         return answer(ctx, work, project)

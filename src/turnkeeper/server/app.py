@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 
 import turnkeeper
+from turnkeeper.callers import PerCallerLimit
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.expiry import Sweeper
@@ -66,6 +67,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool 
         app.state.tk = service
         app.state.keys = service.keys
         app.state.turns = ChatTurns(service, llm)
+        app.state.searches = PerCallerLimit(settings.search_concurrency, "searches")
         sweeper = Sweeper(service)  # hourly expiry cleanup; one sweeper at a time per database
         if sweep:
             sweeper.start()

@@ -14,7 +14,7 @@ from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
 from starlette.concurrency import run_in_threadpool
 
-from turnkeeper.callers import Caller, resolve_session
+from turnkeeper.callers import Caller, PerCallerLimit, resolve_session
 from turnkeeper.config import Settings
 from turnkeeper.errors import MalformedRequest
 from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer
@@ -43,6 +43,11 @@ async def get_turns(request: Request) -> ChatTurns:
 async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+async def get_searches(request: Request) -> PerCallerLimit:
+    searches: PerCallerLimit = request.app.state.searches
+    return searches
 
 
 async def get_caller(
@@ -82,6 +87,8 @@ async def get_scope(
 TK = Annotated[Turnkeeper, Depends(get_tk)]
 Turns = Annotated[ChatTurns, Depends(get_turns)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
+Searches = Annotated[PerCallerLimit, Depends(get_searches)]
+"""The turns at search each API key may take at once (REST, UI and MCP share them)."""
 CallerDep = Annotated[Caller, Depends(get_caller)]
 Scope = Annotated[str | None, Depends(get_scope)]
 SessionPath = Annotated[

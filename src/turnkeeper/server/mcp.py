@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from turnkeeper.callers import Caller
+from turnkeeper.callers import Caller, PerCallerLimit
 from turnkeeper.config import Settings
 from turnkeeper.errors import TurnkeeperError, Unauthenticated
 from turnkeeper.server import problems
@@ -95,7 +95,9 @@ class McpEndpoint:
         await manager.handle_request(scope, receive, send)
 
     @asynccontextmanager
-    async def running(self, tk: Turnkeeper, settings: Settings) -> AsyncIterator[None]:
+    async def running(
+        self, tk: Turnkeeper, settings: Settings, searches: PerCallerLimit
+    ) -> AsyncIterator[None]:
         """Let MCP be served over `tk` while the block runs: the first request starts the SDK's
         session manager in a task of this block's task group (the manager's own task group
         must stay alive for as long as requests may come, beyond the request that started
@@ -107,7 +109,7 @@ class McpEndpoint:
             async def start() -> StreamableHTTPSessionManager:
                 async with starting:  # the requests that arrive first wait for one start
                     if self.manager is None:
-                        self.manager = await group.start(self._serve, tk, settings, stop)
+                        self.manager = await group.start(self._serve, tk, settings, searches, stop)
                     return self.manager
 
             self._start = start
@@ -122,6 +124,7 @@ class McpEndpoint:
     async def _serve(
         tk: Turnkeeper,
         settings: Settings,
+        searches: PerCallerLimit,
         stop: anyio.Event,
         *,
         task_status: TaskStatus[StreamableHTTPSessionManager],
@@ -133,7 +136,7 @@ class McpEndpoint:
 
         from turnkeeper.mcp import build_server
 
-        server = build_server(tk, caller_of)
+        server = build_server(tk, caller_of, searches)
         server.streamable_http_app(
             stateless_http=True,
             json_response=True,
@@ -220,7 +223,7 @@ def install(app: FastAPI) -> None:
         # one statement, entered left to right: the store is open before MCP starts on it
         async with (
             inner(running) as state,
-            endpoint.running(running.state.tk, running.state.settings),
+            endpoint.running(running.state.tk, running.state.settings, running.state.searches),
         ):
             yield state
 

@@ -23,6 +23,8 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 |                                        |        | it was rate-limited; its `Retry-After` passed) |
 | `UpstreamTimeout`                      | 504    |                                                |
 | `BackendUnavailable`                   | 503    | with `Retry-After`; the next request retries   |
+| `TooManyRequests`                      | 429    | this key runs its most searches at once; with  |
+|                                        |        | `Retry-After`                                  |
 | `Unsupported`                          | 501    | the store lacks a capability (e.g. summaries)  |
 | anything else                          | 500    | logged with its traceback, never sent          |
 
@@ -66,6 +68,7 @@ from turnkeeper.errors import (
     SessionExpired,
     SessionNotFound,
     TurnInProgress,
+    TooManyRequests,
     TurnkeeperError,
     Unauthenticated,
     Unsupported,
@@ -91,6 +94,7 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (UpstreamTimeout, 504),
     (UpstreamError, 502),
     (BackendUnavailable, 503),
+    (TooManyRequests, 429),
     (Unsupported, 501),
 )
 
@@ -217,7 +221,7 @@ def _request_id(request: Request) -> str | None:
 def headers_for(status: int, error: Exception | None = None) -> dict[str, str] | None:
     if isinstance(error, UpstreamError) and error.retry_after:
         return {"Retry-After": error.retry_after}
-    if isinstance(error, TurnInProgress):
+    if isinstance(error, TurnInProgress | TooManyRequests):
         return {"Retry-After": str(error.retry_after)}
     if status == 401:
         return {"WWW-Authenticate": 'Bearer realm="turnkeeper"'}

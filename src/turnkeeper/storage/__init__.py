@@ -67,6 +67,7 @@ def open_backend(url: str, settings: Settings) -> Store:
             synchronous=settings.sqlite_synchronous,
             writer_lock_file=settings.sqlite_writer_lock_file,
             create_directory=missing and url in (default_database_url(), demo_database_url()),
+            search_timeout=settings.search_timeout.total_seconds(),
         )
     if scheme == "memory":
         return InMemoryStore(url)
@@ -78,6 +79,9 @@ def open_backend(url: str, settings: Settings) -> Store:
             max_size=settings.postgres_pool_size,
             connect_timeout=settings.postgres_connect_timeout.total_seconds(),
             pool_timeout=settings.postgres_acquire_timeout.total_seconds(),
+            statement_timeout=settings.postgres_statement_timeout.total_seconds(),
+            socket_timeout=settings.postgres_socket_timeout.total_seconds(),
+            search_timeout=settings.search_timeout.total_seconds(),
         )
     raise InvalidConfig(
         "database_url",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -45,24 +45,26 @@ def lock_key(name: str) -> int:
     return int.from_bytes(digest[:4], "big", signed=True)
 
 
-_TRY_LOCK = "SELECT pg_try_advisory_lock(%s, hashtext(current_schema())) AS got"
-_UNLOCK = "SELECT pg_advisory_unlock(%s, hashtext(current_schema()))"
+_TRY_LOCK = "SELECT pg_try_advisory_lock(?, hashtext(current_schema())) AS got"
+_UNLOCK = "SELECT pg_advisory_unlock(?, hashtext(current_schema()))"
 """Advisory locks are per database; the second key is the schema's, because a schema is one
 turnkeeper database (tables and all) and two of them in one PostgreSQL database are unrelated."""
 
 
 @contextmanager
 def advisory_lock(
-    connection: Callable[[], AbstractContextManager[Any]],
+    checked_out: Callable[[str, Sequence[Any]], AbstractContextManager[tuple[Any, Any]]],
     name: str,
     *,
     mapped_errors: Callable[[], AbstractContextManager[None]],
 ) -> Iterator[bool]:
-    """A PostgreSQL advisory lock on one connection from `connection()`, kept for the block.
-    `mapped_errors` turns driver errors into turnkeeper's (the backend's own mapping)."""
+    """A PostgreSQL advisory lock on one pooled connection, kept for the block.
+    `checked_out(first, params)` runs the attempt to lock on a connection and yields that
+    connection's executor (`?` placeholders) and the attempt's result; `mapped_errors` turns
+    driver errors into turnkeeper's (the backend's own mapping)."""
     key = lock_key(name)
-    with mapped_errors(), connection() as conn:
-        row = conn.execute(_TRY_LOCK, (key,)).fetchone()
+    with mapped_errors(), checked_out(_TRY_LOCK, (key,)) as (conn, tried):
+        row = tried.fetchone()
         acquired = bool(row and row["got"])
         try:
             yield acquired

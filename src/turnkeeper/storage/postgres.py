@@ -11,6 +11,19 @@ Connections come from a `psycopg_pool.ConnectionPool`. Driver errors are mapped 
 `_mapped_errors`: an unreachable server or an exhausted pool is `BackendUnavailable`, a unique
 violation is `Conflict`, a value PostgreSQL cannot store (a NUL character) is `InvalidInput`.
 
+Every statement is bounded twice: the server cancels one that runs past `statement_timeout`
+(set on each connection), and a `Watchdog` cuts off the connection of one whose answer has not
+come `socket_timeout` after it was sent (a frozen server, a cut network), so no request waits
+longer; the broken connection is dropped, never pooled again. Migrations and expiry sweeps,
+which may rightly run long, run without either bound.
+
+A pooled connection may have died while idle (a restart, a failover, `pg_terminate_backend`, an
+idle-connection reaper). It fails at the first statement sent on it, and that statement is
+always one that changes nothing, a read or a transaction's `BEGIN`: so `_checked_out` runs it
+again on another connection, and a dead idle connection is never a failed request. Nothing sent
+after it is retried: a transaction whose connection broke before its `COMMIT` was answered has
+an outcome the client cannot know.
+
 The tables live in the first schema of the connection's `search_path`, so a URL such as
 `postgresql://host/db?options=-csearch_path%3Dtenant_a` selects an independent store.
 
@@ -28,13 +41,12 @@ advisory locks (the sweeper's) always use the blocking pool.
 from __future__ import annotations
 
 import asyncio
-import select
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from turnkeeper.bridge import await_only, entered, in_bridge
@@ -43,6 +55,7 @@ from turnkeeper.errors import (
     Conflict,
     InvalidConfig,
     InvalidInput,
+    SearchTooSlow,
     TurnkeeperError,
 )
 from turnkeeper.storage import locks
@@ -55,11 +68,14 @@ from turnkeeper.storage.migrations import (
 )
 from turnkeeper.storage.search_sql import PostgresSearch
 from turnkeeper.storage.sql import Dialect
-from turnkeeper.storage.sql_store import SQLStore
+from turnkeeper.storage.sql_store import Executor, Result, SQLStore
+from turnkeeper.storage.watchdog import Watchdog
 
 try:
     import psycopg
     import psycopg.sql
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.pq import TransactionStatus
     from psycopg.rows import DictRow, dict_row
     from psycopg.types.json import Jsonb, JsonbLoader
     from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -71,6 +87,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 Cursor = psycopg.Cursor[DictRow]
 AsyncCursor = psycopg.AsyncCursor[DictRow]
 AsyncPool = AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
+T = TypeVar("T")
 
 _CONSTRAINT_MEANINGS = {
     "sessions_live_key": "the key is held by another live session of the project",
@@ -121,17 +138,86 @@ def _pg(query: str) -> str:
     return query.replace("%", "%%").replace("?", "%s")
 
 
-class _Placeholders:
-    """A cursor that takes the shared `?`-placeholder SQL (the store's `Executor`)."""
+class Unanswered(psycopg.OperationalError):
+    """The server did not answer a statement within the socket timeout: the watchdog cut its
+    connection off. Whether the statement ran is unknown, so it is never retried."""
 
-    def __init__(self, cur: Cursor) -> None:
+
+class _Bound:
+    """How long a statement may wait for its answer, and the watchdog that enforces it."""
+
+    def __init__(self, watchdog: Watchdog, seconds: float) -> None:
+        self.watchdog = watchdog
+        self.seconds = seconds
+
+    @contextmanager
+    def watching(
+        self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
+    ) -> Iterator[None]:
+        """The block's statement on `conn`, cut off (`Unanswered`) if its answer takes longer
+        than allowed (for blocking and awaited statements alike)."""
+        watch = self.watchdog.watch(conn.pgconn.socket, self.seconds)
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            if watch.expired:
+                raise Unanswered(f"no answer within {self.seconds:g} s") from exc
+            raise
+        finally:
+            self.watchdog.release(watch)
+
+
+class _Statements:
+    """A pooled connection's cursor that takes the shared `?`-placeholder SQL (the store's
+    `Executor`), each statement bounded by `bound` (None: unbounded)."""
+
+    def __init__(self, bound: _Bound | None) -> None:
+        self.bound = bound
+
+    @property
+    def connection(self) -> psycopg.Connection[Any] | psycopg.AsyncConnection[Any]:
+        raise NotImplementedError
+
+    def execute(self, query: str, params: Sequence[Any] = (), /) -> Result:
+        raise NotImplementedError
+
+    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Result:
+        raise NotImplementedError
+
+    def _send(self, send: Callable[[], T]) -> T:
+        if self.bound is None:
+            return send()
+        with self.bound.watching(self.connection):
+            return send()
+
+    def found_dead(self, exc: psycopg.OperationalError) -> bool:
+        """Whether `exc` says the connection was dead (the server had closed it), rather than
+        that a statement failed on a live one or went unanswered."""
+        return self.connection.broken and not isinstance(exc, Unanswered)
+
+    def roll_back(self) -> None:
+        """End the transaction after an error, if the connection still holds one."""
+        status = self.connection.info.transaction_status
+        if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            self.execute("ROLLBACK")
+
+
+class _Placeholders(_Statements):
+    """`_Statements` over a blocking cursor."""
+
+    def __init__(self, cur: Cursor, bound: _Bound | None) -> None:
+        super().__init__(bound)
         self.cur = cur
 
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        return self.cur.connection
+
     def execute(self, query: str, params: Sequence[Any] = (), /) -> Cursor:
-        return self.cur.execute(_pg(query), params)
+        return self._send(lambda: self.cur.execute(_pg(query), params))
 
     def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Cursor:
-        self.cur.executemany(_pg(query), params)
+        self._send(lambda: self.cur.executemany(_pg(query), params))
         return self.cur
 
 
@@ -152,60 +238,42 @@ class _Awaited:
         return await_only(self.cur.fetchall())
 
 
-class _AwaitedPlaceholders:
-    """`_Placeholders` over an async cursor, for bridged sync code (the store's `Executor`)."""
+class _AwaitedPlaceholders(_Statements):
+    """`_Statements` over an async cursor, for bridged sync code."""
 
-    def __init__(self, cur: AsyncCursor) -> None:
+    def __init__(self, cur: AsyncCursor, bound: _Bound | None) -> None:
+        super().__init__(bound)
         self.cur = cur
 
+    @property
+    def connection(self) -> psycopg.AsyncConnection[Any]:
+        return self.cur.connection
+
     def execute(self, query: str, params: Sequence[Any] = (), /) -> _Awaited:
-        await_only(self.cur.execute(_pg(query), params))
+        self._send(lambda: await_only(self.cur.execute(_pg(query), params)))
         return _Awaited(self.cur)
 
     def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> _Awaited:
-        await_only(self.cur.executemany(_pg(query), params))
+        self._send(lambda: await_only(self.cur.executemany(_pg(query), params)))
         return _Awaited(self.cur)
 
 
-_poll = getattr(select, "poll", None)
-"""`poll` where the platform has it: `select` refuses descriptors above FD_SETSIZE."""
-
-
-def _quiet(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
-    """Whether an idle pooled connection has nothing to say: open, outside a transaction, and
-    its socket with nothing to read.
-
-    The server never writes to an idle connection unprompted except to end it (a terminated
-    backend, a restart, an idle timeout: an error message, then end of file) or with a
-    notification this store never subscribes to. So a quiet socket is a live connection as far
-    as the pool can tell without asking, and asking (the pool's empty query) was a round trip
-    on every hand-out, half of a request's round trips. Anything else gets that check."""
-    pgconn = conn.pgconn
-    if pgconn.status != psycopg.pq.ConnStatus.OK:
-        return False
-    if pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        return False
-    try:
-        if _poll is not None:
-            waiting = _poll()
-            waiting.register(pgconn.socket, select.POLLIN)
-            return not waiting.poll(0)
-        readable, _, _ = select.select([pgconn.socket], [], [], 0)
-    except (OSError, ValueError, psycopg.OperationalError):
-        return False
-    return not readable
-
-
-def _checked(conn: psycopg.Connection[Any]) -> None:
-    """The blocking pool's check of a connection it hands out (see `_quiet`)."""
-    if not _quiet(conn):
-        ConnectionPool.check_connection(conn)
-
-
-async def _checked_async(conn: psycopg.AsyncConnection[Any]) -> None:
-    """The async pool's check of a connection it hands out (see `_quiet`)."""
-    if not _quiet(conn):
-        await AsyncConnectionPool.check_connection(conn)
+def _network_settings(url: str, socket_seconds: float) -> dict[str, Any]:
+    """libpq's own bounds on the network, from the socket timeout: data the server's machine
+    does not acknowledge within it (a cut network, a machine gone) ends the connection, and an
+    idle pooled connection is probed every few seconds, so one whose server vanished without a
+    word is found broken (and replaced) before a request is sent on it. What the URL sets
+    itself is kept."""
+    seconds = max(1, round(socket_seconds))
+    wanted: dict[str, Any] = {
+        "tcp_user_timeout": round(socket_seconds * 1000),
+        "keepalives": 1,
+        "keepalives_idle": seconds,
+        "keepalives_interval": seconds,
+        "keepalives_count": 3,
+    }
+    given = conninfo_to_dict(url)
+    return {name: value for name, value in wanted.items() if name not in given}
 
 
 def search_path(setting: str) -> list[str]:
@@ -259,6 +327,9 @@ class PostgresStore(SQLStore, PostgresSearch):
         max_size: int = 8,
         connect_timeout: float = 2.0,
         pool_timeout: float = 2.0,
+        statement_timeout: float = 5.0,
+        socket_timeout: float = 6.0,
+        search_timeout: float = 3.0,
         target_version: int = LATEST_VERSION,
     ) -> None:
         self.url = redact(url)
@@ -266,13 +337,20 @@ class PostgresStore(SQLStore, PostgresSearch):
         self._conninfo = url
         self._sizes = (min_size, max_size)
         self._timeouts = (pool_timeout, connect_seconds)
+        self._statement_ms = max(1, round(statement_timeout * 1000))
+        self.search_timeout = search_timeout
+        self._watchdog = Watchdog(f"turnkeeper-watchdog:{self.url}")
+        # A statement's answer is awaited `socket_timeout`, and never less than a second
+        # beyond the statement's own timeout: the server's cancel comes first when it can.
+        self._bound = _Bound(self._watchdog, max(socket_timeout, statement_timeout + 1))
+        self._search_bound = _Bound(self._watchdog, max(socket_timeout, search_timeout + 1))
+        self._network = _network_settings(url, socket_timeout)
         self._async_pools: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Task[AsyncPool]
         ] = weakref.WeakKeyDictionary()
         self._async_guard = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
             url,
-            check=_checked,
             configure=self._configure,
             name=f"turnkeeper:{self.url}",
             **self._pool_options(),
@@ -280,23 +358,22 @@ class PostgresStore(SQLStore, PostgresSearch):
         with self._mapped_errors():
             # One plain connection first: an unreachable server is one clear error now,
             # rather than the pool's own retries and warnings until it gives up.
-            psycopg.connect(url, connect_timeout=connect_seconds).close()
+            psycopg.connect(url, connect_timeout=connect_seconds, **self._network).close()
             self._pool.open(wait=True, timeout=connect_seconds)
         try:
             self._migrate(target_version)
         except BaseException:
-            self._pool.close()
+            self.close()
             raise
 
     def _pool_options(self) -> dict[str, Any]:
         """What the blocking and the async pool share: sizes, timeouts, connection settings.
 
         Fail fast while the database is away: a request waits `pool_timeout` for a connection
-        at most (then 503), every connection is checked as it is handed out (so one left broken
-        by a restart is replaced, not given to a request; `_quiet` says when a look at its
-        socket is check enough), and a failing reconnection gives up
-        after about a connection attempt, so the next request starts a fresh one instead of
-        waiting out an ever longer back-off."""
+        at most (then 503), and a failing reconnection gives up after about a connection
+        attempt, so the next request starts a fresh one instead of waiting out an ever longer
+        back-off. Connections are not checked as they are handed out (a round trip each):
+        a dead one fails at its first statement, which `_checked_out` runs again elsewhere."""
         pool_timeout, connect_seconds = self._timeouts
         return {
             "min_size": self._sizes[0],
@@ -307,26 +384,31 @@ class PostgresStore(SQLStore, PostgresSearch):
                 "autocommit": True,
                 "row_factory": dict_row,
                 "connect_timeout": connect_seconds,
+                **self._network,
             },
             "open": False,
         }
 
-    @staticmethod
-    def _configure(conn: psycopg.Connection[DictRow]) -> None:
-        conn.adapters.register_loader("jsonb", _JsonbLoader)
-        conn.execute("SET TIME ZONE 'UTC'")
+    @property
+    def _session_settings(self) -> str:
+        """What every new connection is told first (one round trip)."""
+        return f"SET TIME ZONE 'UTC'; SET statement_timeout = {self._statement_ms}"
 
-    @staticmethod
-    async def _configure_async(conn: psycopg.AsyncConnection[DictRow]) -> None:
+    def _configure(self, conn: psycopg.Connection[DictRow]) -> None:
         conn.adapters.register_loader("jsonb", _JsonbLoader)
-        await conn.execute("SET TIME ZONE 'UTC'")
+        with self._bound.watching(conn):
+            conn.execute(self._session_settings)
+
+    async def _configure_async(self, conn: psycopg.AsyncConnection[DictRow]) -> None:
+        conn.adapters.register_loader("jsonb", _JsonbLoader)
+        with self._bound.watching(conn):
+            await conn.execute(self._session_settings)
 
     async def _open_async_pool(self) -> AsyncPool:
         """An async pool for the running loop, with the blocking pool's sizes and timeouts."""
         connect_seconds = self._timeouts[1]
         pool: AsyncPool = AsyncConnectionPool(
             self._conninfo,
-            check=_checked_async,
             configure=self._configure_async,
             name=f"turnkeeper-async:{self.url}",
             **self._pool_options(),
@@ -379,43 +461,98 @@ class PostgresStore(SQLStore, PostgresSearch):
             raise self._error(exc) from exc
 
     @contextmanager
-    def _transaction(self) -> Iterator[_Placeholders | _AwaitedPlaceholders]:
-        """One transaction on a pooled connection; rolled back on any error (in the bridge a
-        cancellation is an error too: the rollback is awaited before it goes on)."""
-        if in_bridge():
+    def _statements(self, *, blocking: bool, bound: _Bound | None) -> Iterator[_Statements]:
+        """A cursor on a pooled connection: the running loop's async pool in the bridge
+        (unless `blocking`: migrations and locks), else the blocking pool."""
+        if in_bridge() and not blocking:
             with (
-                self._mapped_errors(),
                 entered(self._bridged_pool().connection()) as aconn,
-                entered(aconn.transaction()),
                 entered(aconn.cursor()) as acur,
             ):
-                yield _AwaitedPlaceholders(acur)
+                yield _AwaitedPlaceholders(acur, bound)
             return
-        with self._blocking_transaction() as tx:
-            yield tx
+        with self._pool.connection() as conn, conn.cursor() as cur:
+            yield _Placeholders(cur, bound)
 
     @contextmanager
-    def _blocking_transaction(self) -> Iterator[_Placeholders]:
-        """`_transaction` on the blocking pool, wherever the caller runs (migrations)."""
+    def _checked_out(
+        self, first: str, params: Sequence[Any] = (), *, bound: _Bound | None,
+        blocking: bool = False,
+    ) -> Iterator[tuple[_Statements, Result]]:  # fmt: skip
+        """A pooled connection on which `first` ran, and what `first` left.
+
+        `first` must change nothing (a read, or a transaction's `BEGIN`): when it fails
+        because the connection was dead (closed by the server while it idled in the pool), it
+        runs again on another connection. The pool drops each dead one, so after as many tries
+        as it holds connections it hands out a fresh one; only a database that cannot be
+        reached at all (the pool times out) or a failure on a live connection is an error."""
+        tries = self._sizes[1] + 1
+        while True:
+            tries -= 1
+            with self._statements(blocking=blocking, bound=bound) as tx:
+                try:
+                    result = tx.execute(first, params)
+                except psycopg.OperationalError as exc:
+                    if tries and tx.found_dead(exc):
+                        continue
+                    raise
+                yield tx, result
+                return
+
+    @contextmanager
+    def _transaction_on(
+        self, bound: _Bound | None, *, blocking: bool = False
+    ) -> Iterator[_Statements]:
+        """One transaction on a pooled connection, each statement bounded by `bound` (None:
+        by nothing, not even the statement timeout), begun by `_checked_out`; rolled back on
+        any error (in the bridge a cancellation is an error too: the rollback is awaited
+        before it goes on)."""
         with (
             self._mapped_errors(),
-            self._pool.connection() as conn,
-            conn.transaction(),
-            conn.cursor() as cur,
+            self._checked_out("BEGIN", bound=bound, blocking=blocking) as (tx, _),
         ):
-            yield _Placeholders(cur)
+            if bound is None:
+                tx.execute("SET LOCAL statement_timeout = 0")
+            try:
+                yield tx
+            except BaseException:
+                tx.roll_back()
+                raise
+            tx.execute("COMMIT")
+
+    def _transaction(self) -> AbstractContextManager[Executor]:
+        return self._transaction_on(self._bound)
+
+    def _maintenance_transaction(self) -> AbstractContextManager[Executor]:
+        return self._transaction_on(None)
+
+    @contextmanager
+    def _blocking_transaction(self, bound: _Bound | None) -> Iterator[_Placeholders]:
+        """`_transaction_on` the blocking pool, wherever the caller runs (migrations)."""
+        with self._transaction_on(bound, blocking=True) as tx:
+            assert isinstance(tx, _Placeholders)  # the blocking pool's
+            yield tx
 
     def _read(self, query: str, params: Sequence[Any] = ()) -> list[DictRow]:
-        if in_bridge():
-            with self._mapped_errors(), entered(self._bridged_pool().connection()) as aconn:
-                return await_only(await_only(aconn.execute(_pg(query), params)).fetchall())
-        with self._mapped_errors(), self._pool.connection() as conn:
-            return conn.execute(_pg(query), params).fetchall()
+        with (
+            self._mapped_errors(),
+            self._checked_out(query, params, bound=self._bound) as (_, rows),
+        ):
+            return list(rows.fetchall())
+
+    def _read_within(self, seconds: float, query: str, params: Sequence[Any]) -> list[DictRow]:
+        """`_read` with a statement timeout of its own (a search's): past it, `SearchTooSlow`."""
+        with self._transaction_on(self._search_bound) as tx:
+            tx.execute(f"SET LOCAL statement_timeout = {max(1, round(seconds * 1000))}")
+            try:
+                return list(tx.execute(query, params).fetchall())
+            except psycopg.errors.QueryCanceled as exc:
+                raise SearchTooSlow(seconds) from exc
 
     def _migrate(self, target_version: int) -> None:
         if self.schema_version() >= target_version:
             return
-        with self._blocking_transaction() as tx:
+        with self._blocking_transaction(None) as tx:  # a migration may take long: unbounded
             tx.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             self._create_schema(tx.cur)
             if self._legacy_numbering(tx.cur):
@@ -481,12 +618,16 @@ class PostgresStore(SQLStore, PostgresSearch):
         return 0 if row is None or row["legacy"] else int(row["v"])
 
     def schema_version(self) -> int:
-        with self._mapped_errors(), self._pool.connection() as conn, conn.cursor() as cur:
-            return self._version(cur)
+        with self._blocking_transaction(self._bound) as tx:
+            return self._version(tx.cur)
 
     def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
         """See `turnkeeper.storage.locks`: an advisory lock on one pooled connection."""
-        return locks.advisory_lock(self._pool.connection, name, mapped_errors=self._mapped_errors)
+
+        def checked_out(first: str, params: Sequence[Any]) -> AbstractContextManager[Any]:
+            return self._checked_out(first, params, bound=self._bound, blocking=True)
+
+        return locks.advisory_lock(checked_out, name, mapped_errors=self._mapped_errors)
 
     def close(self) -> None:
         """Close the blocking pool and every loop's async pool: awaited for the running loop
@@ -501,6 +642,7 @@ class PostgresStore(SQLStore, PostgresSearch):
             elif loop.is_running():
                 asyncio.run_coroutine_threadsafe(_closed(opening), loop)
         self._pool.close()
+        self._watchdog.close()
 
 
 async def _closed(opening: asyncio.Task[AsyncPool]) -> None:

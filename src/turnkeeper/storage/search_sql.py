@@ -14,6 +14,11 @@ PostgreSQL keeps a generated `tsvector` column (computed by the INSERT itself) u
 A `tsvector` holds at most 1 MB, so it is made from the first `PG_INDEXED_CHARS` characters of
 a message: longer messages are found by their beginning.
 
+A search runs at most `search_timeout` seconds (each store's `_read_within`: PostgreSQL's own
+statement timeout, SQLite's progress handler); past it, it fails with `SearchTooSlow`, a
+problem asking for a narrower query, rather than holding a connection and the CPU that other
+requests need.
+
 Both use the language-neutral word splitter (lower-cased words, no stemming, no stop words), so
 a query finds the same messages on either backend; ranks differ in scale (BM25 on SQLite, cover
 density on PostgreSQL). The index itself is step 7 of the migration history
@@ -126,8 +131,12 @@ class SQLiteSearch:
     """`SearchStore` for a SQLite store (one that can `_read` and write in its `dialect`)."""
 
     dialect: Dialect
+    search_timeout: float
 
     def _read(self, query: str, params: Sequence[Any] = ()) -> Sequence[Row]:
+        raise NotImplementedError
+
+    def _read_within(self, seconds: float, query: str, params: Sequence[Any]) -> Sequence[Row]:
         raise NotImplementedError
 
     def _transaction(self) -> AbstractContextManager[Executor]:
@@ -166,7 +175,8 @@ class SQLiteSearch:
             f" WHERE messages_fts MATCH ? AND {' AND '.join(clauses)}"
             " ORDER BY score DESC, m.created_at DESC, m.session_id, m.seq LIMIT ? OFFSET ?"
         )
-        rows = self._read(
+        rows = self._read_within(
+            self.search_timeout,
             sql,
             [HIGHLIGHT_START, HIGHLIGHT_END, fts5_expression(query), *params, limit, offset],
         )
@@ -211,11 +221,12 @@ HEADLINE = (
 
 
 class PostgresSearch:
-    """`SearchStore` for a PostgreSQL store (one that can `_read` in its `dialect`)."""
+    """`SearchStore` for a PostgreSQL store (one that can `_read_within` in its `dialect`)."""
 
     dialect: Dialect
+    search_timeout: float
 
-    def _read(self, query: str, params: Sequence[Any] = ()) -> Sequence[Row]:
+    def _read_within(self, seconds: float, query: str, params: Sequence[Any]) -> Sequence[Row]:
         raise NotImplementedError
 
     def search_messages(
@@ -235,5 +246,5 @@ class PostgresSearch:
             ") hits, search"
             " ORDER BY hits.score DESC, hits.created_at DESC, hits.session_id, hits.seq"
         )
-        rows = self._read(sql, [*query_params, *params, limit, offset])
+        rows = self._read_within(self.search_timeout, sql, [*query_params, *params, limit, offset])
         return [hit_from_row(row, self.dialect) for row in rows]

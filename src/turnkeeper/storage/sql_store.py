@@ -5,6 +5,8 @@ A backend supplies only what its driver makes different, as hooks:
 - `_transaction()`: one write transaction, yielding an `Executor` that takes the shared
   `?`-placeholder SQL (PostgreSQL's translates it to `%s`), rolls back on any error and maps
   driver errors to turnkeeper's at its boundary (the one place each backend translates them);
+- `_maintenance_transaction()`: the same, for work that may rightly run long (expiry
+  sweeps); a backend that bounds its statements' time lifts the bound there;
 - `_read()` (from `SQLReads`): one query outside a write transaction;
 - `dialect.row_lock`: what a SELECT appends to lock the session row it reads
   (` FOR UPDATE` on PostgreSQL; nothing on SQLite, whose `BEGIN IMMEDIATE` already holds the
@@ -87,6 +89,11 @@ class SQLStore(sql.SQLReads):
 
     def _transaction(self) -> AbstractContextManager[Executor]:
         raise NotImplementedError
+
+    def _maintenance_transaction(self) -> AbstractContextManager[Executor]:
+        """A transaction for work that may rightly run long (an expiry sweep over many
+        sessions): a backend that bounds each statement's time lifts the bound here."""
+        return self._transaction()
 
     def _recorded(self, tx: Executor, version: int) -> None:
         """Called after migration step `version` is recorded; nothing by default."""
@@ -400,7 +407,7 @@ class SQLStore(sql.SQLReads):
         self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
     ) -> ExpiryReport:
         at = self.dialect.encode_ts(now)
-        with self._transaction() as tx:
+        with self._maintenance_transaction() as tx:
             expired = tx.execute(sql.EXPIRE_DUE, (at, at)).fetchall()
             deleted: Sequence[Any] = []
             if delete:

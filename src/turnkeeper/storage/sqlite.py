@@ -35,6 +35,7 @@ from turnkeeper.errors import (
     Conflict,
     InvalidConfig,
     InvalidInput,
+    SearchTooSlow,
     TurnkeeperError,
 )
 from turnkeeper.storage import locks
@@ -69,6 +70,10 @@ _REMEMBERED_META: dict[tuple[int, int], tuple[FileIdentity, dict[str, str]]] = {
 """The `meta` values read from each file (by device and inode; one entry per file, replaced when
 its identity changes), valid while the file's identity is the one they were read under."""
 
+
+PROGRESS_STEPS = 10_000
+"""Virtual-machine steps between two looks at a bounded statement's clock (well under a
+millisecond of work)."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60
@@ -122,8 +127,10 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         target_version: int = LATEST_VERSION,
         create_directory: bool = False,
         writer_lock_file: bool = False,
+        search_timeout: float = 3.0,
     ) -> None:
         self.path = path_from_url(url)
+        self.search_timeout = search_timeout
         self.url = f"sqlite:///{self.path}"
         self._synchronous = synchronous
         self._busy_timeout_ms = int(busy_timeout.total_seconds() * 1000)
@@ -306,6 +313,21 @@ class SQLiteStore(SQLStore, SQLiteSearch):
             return self._conn().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
+
+    def _read_within(self, seconds: float, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+        """`_read`, interrupted after `seconds` (a search: `SearchTooSlow`). SQLite calls the
+        progress handler every `PROGRESS_STEPS` steps of the statement; a true answer stops it."""
+        conn = self._conn()
+        deadline = time.monotonic() + seconds
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            if exc.sqlite_errorcode == sqlite3.SQLITE_INTERRUPT:
+                raise SearchTooSlow(seconds) from exc
+            raise self._error(exc) from exc
+        finally:
+            conn.set_progress_handler(None, 0)
 
     def _migrate(self, target_version: int) -> None:
         if self.schema_version() >= target_version:

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from turnkeeper.callers import resolve_session
-from turnkeeper.server.deps import TK, Scope
+from turnkeeper.server.deps import TK, CallerDep, Scope, Searches
 from turnkeeper.server.problems import PROBLEM_RESPONSES
 from turnkeeper.server.schemas import SearchResults
 from turnkeeper.service.search import MAX_SEARCH_OFFSET, MAX_SEARCH_PAGE
@@ -21,7 +21,9 @@ router = APIRouter(prefix="/v1/search", tags=["search"], responses=PROBLEM_RESPO
 @router.get("")
 def search_messages(
     tk: TK,
+    caller: CallerDep,
     scope: Scope,
+    searches: Searches,
     q: Annotated[
         str,
         Query(
@@ -47,10 +49,13 @@ def search_messages(
     offset: Annotated[int, Query(ge=0, le=MAX_SEARCH_OFFSET)] = 0,
 ) -> SearchResults:
     """Messages whose content matches `q`, best first, with highlighted snippets. A project
-    key searches its own project only; an admin key all projects, or `project`."""
-    hits = tk.search(
-        q, project=scope, role=role, author=author, kind=kind, since=since, until=until,
-        session=resolve_session(tk, session, scope) if session else None,
-        include_internal=include_internal, limit=limit, offset=offset,
-    )  # fmt: skip
+    key searches its own project only; an admin key all projects, or `project`. One key runs
+    `search_concurrency` searches at once at most (429 beyond); a search that runs past
+    `search_timeout` is a 422 asking for a narrower query."""
+    with searches.turn(caller):
+        hits = tk.search(
+            q, project=scope, role=role, author=author, kind=kind, since=since, until=until,
+            session=resolve_session(tk, session, scope) if session else None,
+            include_internal=include_internal, limit=limit, offset=offset,
+        )  # fmt: skip
     return SearchResults.from_domain(q, hits, limit=limit, offset=offset)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request, Response
 
 from turnkeeper.errors import InvalidInput
-from turnkeeper.server.deps import TK
+from turnkeeper.server.deps import TK, Searches
 from turnkeeper.server.ui.render import page
 from turnkeeper.server.ui.views import UICaller, UIRoute
 from turnkeeper.storage.search import SYNTAX_HINT, SearchHit
@@ -37,6 +37,7 @@ def search_page(
     request: Request,
     tk: TK,
     caller: UICaller,
+    searches: Searches,
     q: str = "",
     project: str = "",
     role: str = "",
@@ -52,11 +53,12 @@ def search_page(
     error = None
     if q.strip():
         try:
-            hits = tk.search(
-                q, project=caller.scope(project or None), role=role or None, kind=kind or None,
-                since=_day("since", since), until=_day("until", until),
-                limit=PAGE_SIZE + 1, offset=(max(page_number, 1) - 1) * PAGE_SIZE,
-            )  # fmt: skip
+            with searches.turn(caller):
+                hits = tk.search(
+                    q, project=caller.scope(project or None), role=role or None,
+                    kind=kind or None, since=_day("since", since), until=_day("until", until),
+                    limit=PAGE_SIZE + 1, offset=(max(page_number, 1) - 1) * PAGE_SIZE,
+                )  # fmt: skip
         except InvalidInput as exc:
             error = f"{exc.problem}" if exc.field == "q" else str(exc)
     projects = [stats.project for stats in tk.project_stats()] if caller.admin else []

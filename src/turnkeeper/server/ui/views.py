@@ -9,7 +9,7 @@ reply and the live transcript on top.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote
@@ -30,7 +30,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.server.auth import Caller, authenticate
 from turnkeeper.server.deps import TK, AppSettings, SessionPath, Turns
-from turnkeeper.server.problems import public_detail, status_for
+from turnkeeper.server.problems import headers_for, public_detail, status_for
 from turnkeeper.server.streaming import delta, event_stream, relay, sse
 from turnkeeper.server.ui import auth
 from turnkeeper.server.ui.render import page, session_label
@@ -75,18 +75,27 @@ class UIRoute(APIRoute):
                 return await handler(request)
             except TurnkeeperError as exc:
                 status, detail = status_for(exc), public_detail(exc)
+                headers = headers_for(status, exc)
                 if "text/html" not in request.headers.get("accept", ""):
-                    return Response(detail, status_code=status, media_type="text/plain")
-                return error_page(request, status, detail)
+                    return Response(
+                        detail, status_code=status, media_type="text/plain", headers=headers
+                    )
+                return error_page(request, status, detail, headers)
 
         return handle
 
 
-def error_page(request: Request, status: int, detail: str) -> Response:
+def error_page(
+    request: Request, status: int, detail: str, headers: Mapping[str, str] | None = None
+) -> Response:
     """The error page, in the layout of every page: the search box and log-out stay for the
     caller the request was made by (when it got as far as knowing who that is)."""
     caller: Caller | None = getattr(request.state, "caller", None)
-    return page("error.html", status, request=request, caller=caller, status=status, error=detail)
+    response = page(
+        "error.html", status, request=request, caller=caller, status=status, error=detail
+    )
+    response.headers.update(headers or {})
+    return response
 
 
 router = APIRouter(include_in_schema=False, route_class=UIRoute)

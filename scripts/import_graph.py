@@ -36,7 +36,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "logs",
             "metrics",
             "config",
-            "bridge",
             "wording",
         ),
     ),

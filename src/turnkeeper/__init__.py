@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from turnkeeper.assemble import open_service
-from turnkeeper.bridge import runs_natively
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.context.conversation import ConversationContext
 from turnkeeper.context.formats import to_anthropic, to_openai
@@ -46,7 +45,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.prometheus import install_default
 from turnkeeper.service import Turnkeeper
-from turnkeeper.service.aio import AsyncTurnkeeper, Bridge, Workers
+from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.traces import TraceEntry, TurnTrace, WindowDiff, trace_of, window_diff
 from turnkeeper.turns import AsyncChatTurns, Attempt, ChatTurns, TurnOptions, TurnResult
@@ -151,24 +150,9 @@ def open(
 
 
 def open_async(
-    url: str | None = None,
-    *,
-    settings: Settings | None = None,
-    native: bool | None = None,
-    **overrides: Any,
+    url: str | None = None, *, settings: Settings | None = None, **overrides: Any
 ) -> AsyncTurnkeeper:
     """`open`, for asyncio: the same operations, awaited (`async with open_async(url) as tk`).
-    They run the same code as `open`'s: on PostgreSQL natively on the caller's event loop
-    (psycopg's async pool, `redis.asyncio`), on SQLite and `memory://` on one dedicated thread.
-    `native=False` keeps PostgreSQL on worker threads (one per pooled connection) instead, which
-    measured faster per turn on a small machine; `native=True` on a backend without async
-    drivers is an `InvalidConfig`."""
-    tk = open(url, settings=settings, **overrides)
-    if native is None:
-        return AsyncTurnkeeper(tk)
-    if native and not runs_natively(tk.store):
-        tk.close()
-        raise InvalidConfig("native", "only PostgreSQL has native async drivers")
-    return AsyncTurnkeeper(
-        tk, Bridge.for_settings(tk.settings) if native else Workers.for_settings(tk.settings)
-    )
+    They run `open`'s code on worker threads of their own: one dedicated thread on SQLite and
+    `memory://`, one per pooled connection on PostgreSQL."""
+    return AsyncTurnkeeper(open(url, settings=settings, **overrides))

@@ -18,7 +18,6 @@ A stream is retried only while opening, before anything was relayed.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import json
 import time
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from turnkeeper import metrics
-from turnkeeper.bridge import await_only, in_bridge
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig, UpstreamError, UpstreamTimeout
 from turnkeeper.types import Usage
@@ -149,13 +147,7 @@ class LLMClient:
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A whole chat completion: the upstream's JSON object, as it sent it. Called on an
-        event loop's bridge (a native async face summarizing), the blocking call and its
-        retries go to a thread, so the loop serves other tasks meanwhile."""
-        if in_bridge():
-            return await_only(
-                asyncio.to_thread(self._with_retries, lambda: self._complete_once(body))
-            )
+        """A whole chat completion: the upstream's JSON object, as it sent it."""
         return self._with_retries(lambda: self._complete_once(body))
 
     def stream(self, body: Mapping[str, Any]) -> ChatStream:

@@ -20,8 +20,8 @@ import pytest
 import turnkeeper
 from tests.conftest import run_async
 from turnkeeper import AsyncTurnkeeper, BackendUnavailable, Turnkeeper
-from turnkeeper.bridge import run_bridged
 from turnkeeper.config import load_settings
+from turnkeeper.service.aio import Workers
 from turnkeeper.storage.postgres import PostgresStore
 
 POOL = 8  # the default `postgres_pool_size`
@@ -109,25 +109,29 @@ def test_the_async_api_succeeds_after_the_server_ended_every_idle_connection(
     tk: Turnkeeper, named_url: str, postgres_server: str
 ) -> None:
     async def terminate_all() -> None:
-        """Every connection open, the loop's pool's (all of it) and the blocking pool's (at
-        first); on a thread, as the loop's pool refills itself on the loop."""
+        """Every connection of the pool, ended off the loop (waiting for them is blocking)."""
         application = _application(named_url)
         await asyncio.to_thread(_terminate_all, postgres_server, application, expected=POOL)
 
+    workers = Workers(POOL)  # one per pooled connection, as `open_async` sizes them
+    face = AsyncTurnkeeper(tk, workers)
+
     async def scenario() -> list[str]:
-        face = AsyncTurnkeeper(tk)  # the bridge: the loop's own async pool, as big
         session = await face.create_session(key="k")
         await face.append(session, "user", "before")
         for round_ in range(3):
             await terminate_all()
-            await face.history(session)
+            assert [m.content for m in await face.history(session)][-1] == (
+                "before" if round_ == 0 else f"after {round_ - 1}"
+            )
             await terminate_all()
             await face.append(session, "user", f"after {round_}")
-        contents = [m.content for m in await face.history(session)]
-        await run_bridged(tk.store.close)  # the loop's pool, while its loop runs
-        return contents
+        return [m.content for m in await face.history(session)]
 
-    assert run_async(scenario()) == ["before", "after 0", "after 1", "after 2"]
+    try:
+        assert run_async(scenario()) == ["before", "after 0", "after 1", "after 2"]
+    finally:
+        workers.shutdown()
 
 
 def test_a_write_whose_connection_dies_after_sending_fails_and_stores_nothing(

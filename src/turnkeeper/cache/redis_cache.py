@@ -5,35 +5,30 @@ swallowed here: the call counts as a bypass (`turnkeeper_cache_bypass_total`) an
 reads the store. One warning is logged when an outage starts and one info line when Redis
 answers again, not one per request. After a failure Redis is left alone for `retry_after`
 seconds, so an outage costs one timeout per interval rather than one per request.
-
-Native async (`turnkeeper.bridge`): run by `run_bridged`, each command goes through a
-`redis.asyncio` client of the running loop (same timeouts, no retries), awaited with
-`await_only`; the outage rule, bypass and metrics above are the same code for both.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-import weakref
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from turnkeeper import metrics
-from turnkeeper.bridge import await_only, in_bridge
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.logs import get_logger
 
 try:
     import redis
-    import redis.asyncio
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise InvalidConfig(
         "redis_url", "the Redis cache needs its client: pip install 'turnkeeper[redis]'"
     ) from exc
+
+T = TypeVar("T")
 
 
 class RedisCache:
@@ -52,16 +47,13 @@ class RedisCache:
         self.url = url
         self.ttl = ttl
         self._retry_after = retry_after.total_seconds()
-        self._options: dict[str, Any] = {
-            "socket_timeout": seconds,
-            "socket_connect_timeout": seconds,
-            "retry": Retry(NoBackoff(), 0),  # no retries: a slow Redis must not slow requests
-            "health_check_interval": 0,
-        }
-        self._client = redis.Redis.from_url(url, **self._options)
-        self._async_clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, redis.asyncio.Redis
-        ] = weakref.WeakKeyDictionary()
+        self._client = redis.Redis.from_url(
+            url,
+            socket_timeout=seconds,
+            socket_connect_timeout=seconds,
+            retry=Retry(NoBackoff(), 0),  # no retries: a slow Redis must not slow requests
+            health_check_interval=0,
+        )
         self._logger = logger or get_logger("turnkeeper.cache")
         self._lock = threading.Lock()
         self._down = False
@@ -72,26 +64,13 @@ class RedisCache:
         """False during an outage (between a failure and the next successful call)."""
         return not self._down
 
-    def _async_client(self) -> redis.asyncio.Redis:
-        """The running loop's `redis.asyncio` client (its connections belong to that loop)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._async_clients.get(loop)
-            if client is None:
-                client = redis.asyncio.Redis.from_url(self.url, **self._options)
-                self._async_clients[loop] = client
-        return client
-
-    def _call(self, command: str, *args: Any, **kwargs: Any) -> Any:
-        """Redis `command`, awaited on the loop in the bridge; None on any failure."""
+    def _call(self, operation: Callable[[], T]) -> T | None:
+        """`operation()` on the client; None on any failure (see the module)."""
         if self._down and time.monotonic() < self._down_until:
             metrics.CACHE_BYPASS.inc()
             return None
         try:
-            if in_bridge():
-                result = await_only(getattr(self._async_client(), command)(*args, **kwargs))
-            else:
-                result = getattr(self._client, command)(*args, **kwargs)
+            result = operation()
         except (redis.RedisError, OSError) as exc:
             metrics.CACHE_BYPASS.inc()
             with self._lock:
@@ -114,27 +93,16 @@ class RedisCache:
         return result
 
     def get(self, key: str) -> bytes | None:
-        value = self._call("get", key)
+        value = self._call(lambda: self._client.get(key))
         return value if isinstance(value, bytes) else None
 
     def set(self, key: str, value: bytes) -> None:
-        self._call("set", key, value, ex=self.ttl)
+        self._call(lambda: self._client.set(key, value, ex=self.ttl))
 
     def ttl_of(self, key: str) -> int | None:
         """Seconds left on `key` (None if absent or Redis is down); for tests and operators."""
-        left = self._call("ttl", key)
+        left = self._call(lambda: self._client.ttl(key))
         return left if isinstance(left, int) and left >= 0 else None
 
     def close(self) -> None:
-        """Close the blocking client and the async ones: awaited for the running loop (in the
-        bridge), handed to its own loop for another that still runs."""
-        with self._lock:
-            clients = list(self._async_clients.items())
-            self._async_clients.clear()
-        here = asyncio.get_running_loop() if in_bridge() else None
-        for loop, client in clients:
-            if loop is here:
-                await_only(client.aclose())
-            elif loop.is_running():
-                asyncio.run_coroutine_threadsafe(client.aclose(), loop)
         self._client.close()

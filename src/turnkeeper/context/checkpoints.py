@@ -8,8 +8,7 @@ messages after it, with the checkpoint's text as `previous` (recursive summariza
 message is read into the summarizer once, whatever the number of turns, and a new process picks
 up where the last one stopped.
 
-A covered range is built at most once: builders in one process queue on a per-session lock
-(a `bridge.Mutex`: on an async face's event loop a waiter must not block the loop's thread),
+A covered range is built at most once: builders in one process queue on a per-session lock,
 and across processes the store keeps the first checkpoint saved for a seq (`save_summary`), so
 a late builder adopts the winner's text.
 """
@@ -21,7 +20,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from turnkeeper import metrics
-from turnkeeper.bridge import Mutex
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.storage.base import Store, SummaryStore, require
 from turnkeeper.tokens import TokenCounter
@@ -33,11 +31,11 @@ class SessionLocks:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, Mutex] = {}
+        self._locks: dict[str, threading.Lock] = {}
 
-    def __call__(self, session_id: str) -> Mutex:
+    def __call__(self, session_id: str) -> threading.Lock:
         with self._guard:
-            return self._locks.setdefault(session_id, Mutex())
+            return self._locks.setdefault(session_id, threading.Lock())
 
 
 def method_of(summarizer: Summarizer) -> str:

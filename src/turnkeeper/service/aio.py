@@ -1,27 +1,28 @@
 """`AsyncTurnkeeper`: the `Turnkeeper` facade for asyncio, over the same core.
 
 Every operation exists once, in the synchronous capability modules beside this one. The async
-face holds a `Turnkeeper` and awaits its operations through a runner, so the strategies, the
-validation, the expiry rules and the SQL are the very ones `turnkeeper.open()` runs: an async
-caller gets the same names, signatures, results and errors, by construction.
+face holds a `Turnkeeper` and awaits its operations on worker threads of its own, so the
+strategies, the validation, the expiry rules and the SQL are the very ones `turnkeeper.open()`
+runs: an async caller gets the same names, signatures, results and errors, by construction.
+There is no second I/O path: the store, the cache and the model client are the blocking ones,
+and the event loop stays free while a worker waits on them.
 
 Each operation is declared here by one line naming the sync method (`Offload`); its signature,
 docstring and types come from that method (mypy sees `Callable[P, Awaitable[R]]` with the sync
 method's parameters). Pure computations that touch no store (`now`, `budget_for`, `draft`) stay
-plain calls, as on `Turnkeeper`.
+plain calls, as on `Turnkeeper`. Each face names the class it mirrors (`mirrors=`), and the
+class statement fails (`TypeError`) if an operation of that class has no line here, so a new
+sync operation cannot ship without its awaited twin.
 
-Two runners, chosen by the store (`runner_for`):
+How many workers (`Workers.for_settings`): PostgreSQL gets one per pooled connection
+(`postgres_pool_size`), so an operation never waits on a thread *and* a connection. SQLite (and
+`memory://`) gets exactly one, a dedicated thread: SQLite admits one writer at a time, and
+writers from several threads would wait on the file lock in SQLite's sleep-and-retry busy
+handler; one thread serves them in arrival order without polling, and reads (sub-millisecond on
+an embedded file) queue behind them.
 
-- `Bridge` (PostgreSQL, with or without the Redis cache): native async drivers, no thread. Each
-  operation runs on the caller's event loop in `turnkeeper.bridge.run_bridged`; the store
-  awaits psycopg's `AsyncConnectionPool` and the cache `redis.asyncio` at every statement and
-  command, through the same sync code (see `turnkeeper.bridge`). A cancelled await cancels the
-  operation at its pending statement: its transaction rolls back and its connection returns.
-- `Workers` (SQLite and `memory://`): one dedicated thread. `sqlite3` is blocking and an
-  embedded file has no server to await; aiosqlite would be a thread per connection itself.
-  SQLite admits one writer at a time, and writers from several threads would wait on the file
-  lock in SQLite's sleep-and-retry busy handler; one thread serves them in arrival order without
-  polling, and reads (sub-millisecond on an embedded file) queue behind them.
+A cancelled await does not stop an operation that a worker has started: like a sync call
+interrupted after the fact, its write either committed or did not.
 """
 
 from __future__ import annotations
@@ -31,14 +32,12 @@ import contextvars
 import functools
 import inspect
 import itertools
-import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from turnkeeper.apikeys import ApiKeys
-from turnkeeper.bridge import run_bridged, runs_natively
 from turnkeeper.config import Settings
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.core import MAX_PAGE
@@ -48,74 +47,11 @@ from turnkeeper.storage.base import ApiKeyStore, Store
 from turnkeeper.tokens import TokenCounter
 from turnkeeper.types import ApiKey, MessageDraft, NewMessage, StrategyName
 
-__all__ = [
-    "AsyncAgents",
-    "AsyncApiKeys",
-    "AsyncTransfer",
-    "AsyncTurnkeeper",
-    "Bridge",
-    "Runner",
-    "Workers",
-    "runner_for",
-]
+__all__ = ["AsyncAgents", "AsyncApiKeys", "AsyncTransfer", "AsyncTurnkeeper", "Workers"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
-
-
-class Runner(Protocol):
-    """How an `AsyncTurnkeeper` awaits a sync operation: `Bridge` or `Workers`."""
-
-    async def run(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R: ...
-
-    def shutdown(self) -> None: ...
-
-
-class Bridge:
-    """Runs operations natively on the caller's event loop (`turnkeeper.bridge`): for stores
-    whose every I/O awaits there (`runs_natively`). No thread; nothing to shut down.
-
-    At most `limit` operations run at once per loop (the pool's size, as `Workers` has one
-    thread per connection); the others wait their turn before they start. Unbounded, fifty
-    operations would queue for the pool at *each* of their statements, and an operation of
-    several statements would wait behind the whole crowd several times.
-
-    The caller's context variables travel with each call. A cancelled await stops the operation
-    at its pending statement: an uncommitted write rolls back, the connection goes back."""
-
-    def __init__(self, limit: int = 8) -> None:
-        if limit < 1:
-            raise ValueError("a Bridge needs a limit of at least one operation at a time")
-        self.limit = limit
-        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    @classmethod
-    def for_settings(cls, settings: Settings) -> Bridge:
-        """As many operations at once as the PostgreSQL pool has connections."""
-        return cls(settings.postgres_pool_size)
-
-    async def run(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """`operation(*args, **kwargs)` in the bridge, awaited."""
-        loop = asyncio.get_running_loop()
-        turns = self._turns.get(loop)
-        if turns is None:
-            turns = self._turns[loop] = asyncio.Semaphore(self.limit)
-        async with turns:
-            return await run_bridged(operation, *args, **kwargs)
-
-    def shutdown(self) -> None:
-        """Nothing to release."""
-
-
-def runner_for(sync: Turnkeeper) -> Runner:
-    """`Bridge` when `sync`'s store awaits natively (PostgreSQL, cached or not), else `Workers`
-    sized for its backend."""
-    if runs_natively(sync.store):
-        return Bridge.for_settings(sync.settings)
-    return Workers.for_settings(sync.settings)
 
 
 class Workers:
@@ -153,12 +89,51 @@ class Workers:
 
 
 class Face(Generic[S]):
-    """An async face over a sync object (`sync`) whose operations run on `workers`."""
+    """An async face over a sync object (`sync`) whose operations run on `workers`.
 
-    def __init__(self, sync: S, workers: Runner) -> None:
+    A subclass names the class it mirrors: `class AsyncAgents(Face[Agents], mirrors=Agents)`.
+    Every public method of that class must be on the face, awaited (`Offload`,
+    `OffloadIterator`, or an `async def`), except the names in `plain`, which are plain calls
+    on both; a method missing is a `TypeError` when the class is made, naming it."""
+
+    def __init_subclass__(
+        cls, *, mirrors: type | None = None, plain: Iterable[str] = (), **kwargs: Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if mirrors is not None:
+            _check_mirror(cls, mirrors, frozenset(plain))
+        elif Face in cls.__bases__:  # a subclass of a face inherits the face's checked list
+            raise TypeError(f"{cls.__name__} must name the class it mirrors (mirrors=...)")
+
+    def __init__(self, sync: S, workers: Workers) -> None:
         self.sync = sync
         """The synchronous object whose operations this face awaits."""
         self._workers = workers
+
+
+def _check_mirror(face: type, mirrors: type, plain: frozenset[str]) -> None:
+    """Raise `TypeError` unless `face` has every public method of `mirrors`, awaited unless
+    it is in `plain` (see `Face`)."""
+    problems: list[str] = []
+    methods: set[str] = set()
+    for name in sorted(dir(mirrors)):
+        method = inspect.getattr_static(mirrors, name)
+        if name.startswith("_") or not inspect.isfunction(method):
+            continue
+        if (method.__doc__ or "").startswith("Deprecated"):  # the old flat names stay sync-only
+            continue
+        methods.add(name)
+        if not hasattr(face, name):
+            problems.append(f"{name} is missing")
+        elif _awaited(inspect.getattr_static(face, name)) == (name in plain):
+            problems.append(f"{name} must be {'a plain call' if name in plain else 'awaited'}")
+    problems += [f"{name} (in plain) is no method of it" for name in sorted(plain - methods)]
+    if problems:
+        raise TypeError(f"{face.__name__} mirrors {mirrors.__name__}: " + "; ".join(problems))
+
+
+def _awaited(member: object) -> bool:
+    return isinstance(member, Offload | OffloadIterator) or inspect.iscoroutinefunction(member)
 
 
 class Offload(Generic[P, R]):
@@ -197,7 +172,7 @@ class Offload(Generic[P, R]):
 
 class OffloadIterator(Generic[P, S]):
     """A sync operation that returns an iterator, as an async iterator of the face: the sync
-    iterator is advanced by the runner a page (`MAX_PAGE` items) at a time."""
+    iterator is advanced on the workers a page (`MAX_PAGE` items) at a time."""
 
     def __init__(self, operation: Callable[Concatenate[Any, P], Iterator[S]]) -> None:
         self.operation = operation
@@ -237,7 +212,7 @@ def _like(offloaded: Any, operation: Callable[..., Any]) -> Any:
     return offloaded
 
 
-class AsyncAgents(Face[Agents]):
+class AsyncAgents(Face[Agents], mirrors=Agents):
     """`tk.agents` of an `AsyncTurnkeeper`: `Agents`, awaited."""
 
     position = Offload(Agents.position)
@@ -250,16 +225,16 @@ class AsyncAgents(Face[Agents]):
     responded = Offload(Agents.responded)
 
 
-class AsyncTransfer(Face[Transfer]):
+class AsyncTransfer(Face[Transfer], mirrors=Transfer):
     """`tk.transfer` of an `AsyncTurnkeeper`: `Transfer`, awaited. A `progress` callback is
-    called where the operation runs (the worker thread, or the loop on PostgreSQL)."""
+    called on the worker thread."""
 
     export_sessions = Offload(Transfer.export_sessions)
     import_sessions = Offload(Transfer.import_sessions)
     expire = Offload(Transfer.expire)
 
 
-class AsyncApiKeys(Face[ApiKeys]):
+class AsyncApiKeys(Face[ApiKeys], mirrors=ApiKeys, plain={"remembered"}):
     """`tk.keys` of an `AsyncTurnkeeper`: `ApiKeys`, awaited."""
 
     @property
@@ -276,7 +251,7 @@ class AsyncApiKeys(Face[ApiKeys]):
         return self.sync.remembered(token)
 
 
-class AsyncTurnkeeper(Face[Turnkeeper]):
+class AsyncTurnkeeper(Face[Turnkeeper], mirrors=Turnkeeper, plain={"now", "budget_for", "draft"}):
     """Conversation memory for asyncio. Open one with `turnkeeper.open_async()`:
 
     ```python
@@ -288,11 +263,12 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
 
     Every operation of `Turnkeeper` is here under the same name and signature, awaited; `sync`
     is the `Turnkeeper` it runs (for code that has a thread of its own). `workers` defaults to
-    `runner_for(sync)`: native drivers on PostgreSQL, a dedicated thread on SQLite.
+    `Workers.for_settings(sync.settings)`: a dedicated thread on SQLite, one per pooled
+    connection on PostgreSQL.
     """
 
-    def __init__(self, sync: Turnkeeper, workers: Runner | None = None) -> None:
-        super().__init__(sync, workers or runner_for(sync))
+    def __init__(self, sync: Turnkeeper, workers: Workers | None = None) -> None:
+        super().__init__(sync, workers or Workers.for_settings(sync.settings))
         self.agents = AsyncAgents(sync.agents, self._workers)
         """Multi-agent conversations: agent states, phases, hand-offs, responding."""
         self.transfer = AsyncTransfer(sync.transfer, self._workers)
@@ -375,7 +351,7 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
     conversation_context = Offload(Turnkeeper.conversation_context)
 
     async def run_sync(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """`operation(*args, **kwargs)` on this face's runner: for code that calls several
+        """`operation(*args, **kwargs)` on this face's workers: for code that calls several
         `sync` operations in a row, in one hop (as the OpenAI Agents adapter does per call)."""
         return await self._workers.run(operation, *args, **kwargs)
 
@@ -388,8 +364,8 @@ class AsyncTurnkeeper(Face[Turnkeeper]):
         await self.close()
 
     async def close(self) -> None:
-        """Release the store (where it runs: SQLite's connections belong to their thread, the
-        async pools to this loop), then the runner."""
+        """Release the store (on a worker: SQLite's connections belong to their thread), then
+        the workers."""
         try:
             await self._workers.run(self.sync.close)
         finally:

@@ -29,27 +29,16 @@ The tables live in the first schema of the connection's `search_path`, so a URL 
 
 Every write is `SQLStore`'s; this module keeps the pool, the transaction (`_transaction`, whose
 cursor takes the shared `?` placeholders), the error mapping and the migration lock.
-
-Native async (`turnkeeper.bridge`): run by `run_bridged` on an event loop, the same `SQLStore`
-code gets its connections from a `psycopg_pool.AsyncConnectionPool` (one per loop, opened on
-first use, sized and timed like the blocking pool) and awaits every statement, commit and
-rollback with `await_only`; outside the bridge the blocking pool serves it. Only the executor
-differs, so the SQL and the store's logic exist once. Migrations, `schema_version` and the
-advisory locks (the sweeper's) always use the blocking pool.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from turnkeeper.bridge import await_only, entered, in_bridge
 from turnkeeper.errors import (
     BackendUnavailable,
     Conflict,
@@ -78,15 +67,13 @@ try:
     from psycopg.pq import TransactionStatus
     from psycopg.rows import DictRow, dict_row
     from psycopg.types.json import Jsonb, JsonbLoader
-    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise InvalidConfig(
         "database_url", "PostgreSQL needs its driver: pip install 'turnkeeper[postgres]'"
     ) from exc
 
 Cursor = psycopg.Cursor[DictRow]
-AsyncCursor = psycopg.AsyncCursor[DictRow]
-AsyncPool = AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
 T = TypeVar("T")
 
 _CONSTRAINT_MEANINGS = {
@@ -151,11 +138,9 @@ class _Bound:
         self.seconds = seconds
 
     @contextmanager
-    def watching(
-        self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
-    ) -> Iterator[None]:
+    def watching(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
         """The block's statement on `conn`, cut off (`Unanswered`) if its answer takes longer
-        than allowed (for blocking and awaited statements alike)."""
+        than allowed."""
         watch = self.watchdog.watch(conn.pgconn.socket, self.seconds)
         try:
             yield
@@ -171,18 +156,20 @@ class _Statements:
     """A pooled connection's cursor that takes the shared `?`-placeholder SQL (the store's
     `Executor`), each statement bounded by `bound` (None: unbounded)."""
 
-    def __init__(self, bound: _Bound | None) -> None:
+    def __init__(self, cur: Cursor, bound: _Bound | None) -> None:
+        self.cur = cur
         self.bound = bound
 
     @property
-    def connection(self) -> psycopg.Connection[Any] | psycopg.AsyncConnection[Any]:
-        raise NotImplementedError
+    def connection(self) -> psycopg.Connection[Any]:
+        return self.cur.connection
 
-    def execute(self, query: str, params: Sequence[Any] = (), /) -> Result:
-        raise NotImplementedError
+    def execute(self, query: str, params: Sequence[Any] = (), /) -> Cursor:
+        return self._send(lambda: self.cur.execute(_pg(query), params))
 
-    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Result:
-        raise NotImplementedError
+    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Cursor:
+        self._send(lambda: self.cur.executemany(_pg(query), params))
+        return self.cur
 
     def _send(self, send: Callable[[], T]) -> T:
         if self.bound is None:
@@ -200,62 +187,6 @@ class _Statements:
         status = self.connection.info.transaction_status
         if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
             self.execute("ROLLBACK")
-
-
-class _Placeholders(_Statements):
-    """`_Statements` over a blocking cursor."""
-
-    def __init__(self, cur: Cursor, bound: _Bound | None) -> None:
-        super().__init__(bound)
-        self.cur = cur
-
-    @property
-    def connection(self) -> psycopg.Connection[Any]:
-        return self.cur.connection
-
-    def execute(self, query: str, params: Sequence[Any] = (), /) -> Cursor:
-        return self._send(lambda: self.cur.execute(_pg(query), params))
-
-    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Cursor:
-        self._send(lambda: self.cur.executemany(_pg(query), params))
-        return self.cur
-
-
-class _Awaited:
-    """What a statement left on an async cursor, read from bridged sync code (a `Result`)."""
-
-    def __init__(self, cur: AsyncCursor) -> None:
-        self.cur = cur
-
-    @property
-    def rowcount(self) -> int:
-        return self.cur.rowcount
-
-    def fetchone(self) -> DictRow | None:
-        return await_only(self.cur.fetchone())
-
-    def fetchall(self) -> list[DictRow]:
-        return await_only(self.cur.fetchall())
-
-
-class _AwaitedPlaceholders(_Statements):
-    """`_Statements` over an async cursor, for bridged sync code."""
-
-    def __init__(self, cur: AsyncCursor, bound: _Bound | None) -> None:
-        super().__init__(bound)
-        self.cur = cur
-
-    @property
-    def connection(self) -> psycopg.AsyncConnection[Any]:
-        return self.cur.connection
-
-    def execute(self, query: str, params: Sequence[Any] = (), /) -> _Awaited:
-        self._send(lambda: await_only(self.cur.execute(_pg(query), params)))
-        return _Awaited(self.cur)
-
-    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> _Awaited:
-        self._send(lambda: await_only(self.cur.executemany(_pg(query), params)))
-        return _Awaited(self.cur)
 
 
 def _network_settings(url: str, socket_seconds: float) -> dict[str, Any]:
@@ -316,8 +247,6 @@ class PostgresStore(SQLStore, PostgresSearch):
     """`Store` on PostgreSQL. See `turnkeeper.storage.base.Store` for the contract."""
 
     dialect = POSTGRES
-    native_async = True
-    """Run by `turnkeeper.bridge.run_bridged`, every statement is awaited on the loop."""
 
     def __init__(
         self,
@@ -334,9 +263,7 @@ class PostgresStore(SQLStore, PostgresSearch):
     ) -> None:
         self.url = redact(url)
         connect_seconds = max(2, round(connect_timeout))  # libpq: whole seconds, 2 at least
-        self._conninfo = url
-        self._sizes = (min_size, max_size)
-        self._timeouts = (pool_timeout, connect_seconds)
+        self._max_size = max_size
         self._statement_ms = max(1, round(statement_timeout * 1000))
         self.search_timeout = search_timeout
         self._watchdog = Watchdog(f"turnkeeper-watchdog:{self.url}")
@@ -345,15 +272,27 @@ class PostgresStore(SQLStore, PostgresSearch):
         self._bound = _Bound(self._watchdog, max(socket_timeout, statement_timeout + 1))
         self._search_bound = _Bound(self._watchdog, max(socket_timeout, search_timeout + 1))
         self._network = _network_settings(url, socket_timeout)
-        self._async_pools: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, asyncio.Task[AsyncPool]
-        ] = weakref.WeakKeyDictionary()
-        self._async_guard = threading.Lock()
+        # Fail fast while the database is away: a request waits `pool_timeout` for a
+        # connection at most (then 503), and a failing reconnection gives up after about a
+        # connection attempt, so the next request starts a fresh one instead of waiting out an
+        # ever longer back-off. Connections are not checked as they are handed out (a round
+        # trip each): a dead one fails at its first statement, which `_checked_out` runs again
+        # elsewhere.
         self._pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
             url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=pool_timeout,
+            reconnect_timeout=connect_seconds,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": connect_seconds,
+                **self._network,
+            },
             configure=self._configure,
             name=f"turnkeeper:{self.url}",
-            **self._pool_options(),
+            open=False,
         )
         with self._mapped_errors():
             # One plain connection first: an unreachable server is one clear error now,
@@ -366,79 +305,11 @@ class PostgresStore(SQLStore, PostgresSearch):
             self.close()
             raise
 
-    def _pool_options(self) -> dict[str, Any]:
-        """What the blocking and the async pool share: sizes, timeouts, connection settings.
-
-        Fail fast while the database is away: a request waits `pool_timeout` for a connection
-        at most (then 503), and a failing reconnection gives up after about a connection
-        attempt, so the next request starts a fresh one instead of waiting out an ever longer
-        back-off. Connections are not checked as they are handed out (a round trip each):
-        a dead one fails at its first statement, which `_checked_out` runs again elsewhere."""
-        pool_timeout, connect_seconds = self._timeouts
-        return {
-            "min_size": self._sizes[0],
-            "max_size": self._sizes[1],
-            "timeout": pool_timeout,
-            "reconnect_timeout": connect_seconds,
-            "kwargs": {
-                "autocommit": True,
-                "row_factory": dict_row,
-                "connect_timeout": connect_seconds,
-                **self._network,
-            },
-            "open": False,
-        }
-
-    @property
-    def _session_settings(self) -> str:
-        """What every new connection is told first (one round trip)."""
-        return f"SET TIME ZONE 'UTC'; SET statement_timeout = {self._statement_ms}"
-
     def _configure(self, conn: psycopg.Connection[DictRow]) -> None:
+        """What every new connection is told first (one round trip)."""
         conn.adapters.register_loader("jsonb", _JsonbLoader)
         with self._bound.watching(conn):
-            conn.execute(self._session_settings)
-
-    async def _configure_async(self, conn: psycopg.AsyncConnection[DictRow]) -> None:
-        conn.adapters.register_loader("jsonb", _JsonbLoader)
-        with self._bound.watching(conn):
-            await conn.execute(self._session_settings)
-
-    async def _open_async_pool(self) -> AsyncPool:
-        """An async pool for the running loop, with the blocking pool's sizes and timeouts."""
-        connect_seconds = self._timeouts[1]
-        pool: AsyncPool = AsyncConnectionPool(
-            self._conninfo,
-            configure=self._configure_async,
-            name=f"turnkeeper-async:{self.url}",
-            **self._pool_options(),
-        )
-        try:
-            await pool.open(wait=True, timeout=connect_seconds)
-        except BaseException:
-            await pool.close()
-            raise
-        return pool
-
-    def _bridged_pool(self) -> AsyncPool:
-        """The running loop's async pool, opened on first use; a failed opening is forgotten,
-        so the next call tries again (as the blocking pool reconnects)."""
-        loop = asyncio.get_running_loop()
-        with self._async_guard:  # never held across an await
-            opening = self._async_pools.get(loop)
-            if opening is None:
-                opening = self._async_pools[loop] = loop.create_task(self._open_async_pool())
-        if opening.done() and not opening.cancelled() and opening.exception() is None:
-            return opening.result()
-        try:
-            # Shielded: a caller cancelled while the pool opens leaves it opening for the next.
-            return await_only(asyncio.shield(opening))
-        except BaseException:
-            if opening.done():
-                with self._async_guard:
-                    if self._async_pools.get(loop) is opening:
-                        del self._async_pools[loop]
-            raise
+            conn.execute(f"SET TIME ZONE 'UTC'; SET statement_timeout = {self._statement_ms}")
 
     # -- connections, transactions and errors -----------------------------------------------
 
@@ -461,24 +332,9 @@ class PostgresStore(SQLStore, PostgresSearch):
             raise self._error(exc) from exc
 
     @contextmanager
-    def _statements(self, *, blocking: bool, bound: _Bound | None) -> Iterator[_Statements]:
-        """A cursor on a pooled connection: the running loop's async pool in the bridge
-        (unless `blocking`: migrations and locks), else the blocking pool."""
-        if in_bridge() and not blocking:
-            with (
-                entered(self._bridged_pool().connection()) as aconn,
-                entered(aconn.cursor()) as acur,
-            ):
-                yield _AwaitedPlaceholders(acur, bound)
-            return
-        with self._pool.connection() as conn, conn.cursor() as cur:
-            yield _Placeholders(cur, bound)
-
-    @contextmanager
     def _checked_out(
-        self, first: str, params: Sequence[Any] = (), *, bound: _Bound | None,
-        blocking: bool = False,
-    ) -> Iterator[tuple[_Statements, Result]]:  # fmt: skip
+        self, first: str, params: Sequence[Any] = (), *, bound: _Bound | None
+    ) -> Iterator[tuple[_Statements, Result]]:
         """A pooled connection on which `first` ran, and what `first` left.
 
         `first` must change nothing (a read, or a transaction's `BEGIN`): when it fails
@@ -486,10 +342,11 @@ class PostgresStore(SQLStore, PostgresSearch):
         runs again on another connection. The pool drops each dead one, so after as many tries
         as it holds connections it hands out a fresh one; only a database that cannot be
         reached at all (the pool times out) or a failure on a live connection is an error."""
-        tries = self._sizes[1] + 1
+        tries = self._max_size + 1
         while True:
             tries -= 1
-            with self._statements(blocking=blocking, bound=bound) as tx:
+            with self._pool.connection() as conn, conn.cursor() as cur:
+                tx = _Statements(cur, bound)
                 try:
                     result = tx.execute(first, params)
                 except psycopg.OperationalError as exc:
@@ -500,17 +357,11 @@ class PostgresStore(SQLStore, PostgresSearch):
                 return
 
     @contextmanager
-    def _transaction_on(
-        self, bound: _Bound | None, *, blocking: bool = False
-    ) -> Iterator[_Statements]:
+    def _transaction_on(self, bound: _Bound | None) -> Iterator[_Statements]:
         """One transaction on a pooled connection, each statement bounded by `bound` (None:
         by nothing, not even the statement timeout), begun by `_checked_out`; rolled back on
-        any error (in the bridge a cancellation is an error too: the rollback is awaited
-        before it goes on)."""
-        with (
-            self._mapped_errors(),
-            self._checked_out("BEGIN", bound=bound, blocking=blocking) as (tx, _),
-        ):
+        any error."""
+        with self._mapped_errors(), self._checked_out("BEGIN", bound=bound) as (tx, _):
             if bound is None:
                 tx.execute("SET LOCAL statement_timeout = 0")
             try:
@@ -525,13 +376,6 @@ class PostgresStore(SQLStore, PostgresSearch):
 
     def _maintenance_transaction(self) -> AbstractContextManager[Executor]:
         return self._transaction_on(None)
-
-    @contextmanager
-    def _blocking_transaction(self, bound: _Bound | None) -> Iterator[_Placeholders]:
-        """`_transaction_on` the blocking pool, wherever the caller runs (migrations)."""
-        with self._transaction_on(bound, blocking=True) as tx:
-            assert isinstance(tx, _Placeholders)  # the blocking pool's
-            yield tx
 
     def _read(self, query: str, params: Sequence[Any] = ()) -> list[DictRow]:
         with (
@@ -552,7 +396,7 @@ class PostgresStore(SQLStore, PostgresSearch):
     def _migrate(self, target_version: int) -> None:
         if self.schema_version() >= target_version:
             return
-        with self._blocking_transaction(None) as tx:  # a migration may take long: unbounded
+        with self._transaction_on(None) as tx:  # a migration may take long: unbounded
             tx.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             self._create_schema(tx.cur)
             if self._legacy_numbering(tx.cur):
@@ -618,37 +462,17 @@ class PostgresStore(SQLStore, PostgresSearch):
         return 0 if row is None or row["legacy"] else int(row["v"])
 
     def schema_version(self) -> int:
-        with self._blocking_transaction(self._bound) as tx:
+        with self._transaction_on(self._bound) as tx:
             return self._version(tx.cur)
 
     def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
         """See `turnkeeper.storage.locks`: an advisory lock on one pooled connection."""
 
         def checked_out(first: str, params: Sequence[Any]) -> AbstractContextManager[Any]:
-            return self._checked_out(first, params, bound=self._bound, blocking=True)
+            return self._checked_out(first, params, bound=self._bound)
 
         return locks.advisory_lock(checked_out, name, mapped_errors=self._mapped_errors)
 
     def close(self) -> None:
-        """Close the blocking pool and every loop's async pool: awaited for the running loop
-        (in the bridge), handed to its own loop for another that still runs."""
-        with self._async_guard:
-            openings = list(self._async_pools.items())
-            self._async_pools.clear()
-        here = asyncio.get_running_loop() if in_bridge() else None
-        for loop, opening in openings:
-            if loop is here:
-                await_only(_closed(opening))
-            elif loop.is_running():
-                asyncio.run_coroutine_threadsafe(_closed(opening), loop)
         self._pool.close()
         self._watchdog.close()
-
-
-async def _closed(opening: asyncio.Task[AsyncPool]) -> None:
-    """Close the pool `opening` made (nothing if it never opened)."""
-    try:
-        pool = await opening
-    except Exception:  # a pool that failed to open has nothing to close
-        return
-    await pool.close()

@@ -42,6 +42,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from turnkeeper import metrics
@@ -68,7 +69,7 @@ from turnkeeper.types import (
     SessionStatus,
     StrategyName,
 )
-from turnkeeper.validation import window_budget
+from turnkeeper.validation import check_message, window_budget
 
 StoredHook = Callable[[Session, bool, Sequence[Message]], None]
 """Told `(session, created, messages newly stored)` after each write of a turn (the writes are
@@ -427,7 +428,7 @@ class ChatTurns:
         self, prepared: PreparedTurn, reply: Reply, started: float, stream: bool
     ) -> tuple[Message, TurnTrace | None]:
         if not reply.content.strip() and not reply.tool_calls:
-            raise UpstreamError("the upstream model's reply was empty")
+            raise UpstreamError("the upstream model's reply was empty", status=HTTPStatus.OK)
         message = NewMessage(
             role=Role.ASSISTANT,
             content=reply.content,
@@ -436,6 +437,17 @@ class ChatTurns:
             tool_calls=list[Mapping[str, Any]](reply.tool_calls) or None,
             metadata={"model": reply.model} if reply.model else None,
         )
+        try:
+            settings = self.tk.settings
+            check_message(
+                message,
+                max_bytes=settings.max_message_bytes,
+                max_json_bytes=settings.max_json_bytes,
+            )
+        except InvalidInput as exc:  # the model's answer broke a limit, not the client's request
+            raise UpstreamError(
+                f"the upstream model's reply cannot be stored: {exc}", status=HTTPStatus.OK
+            ) from exc
         latency_ms = round((time.perf_counter() - started) * 1000)
         if prepared.window is None:
             (stored,) = self.tk.append_many(prepared.session, [message])

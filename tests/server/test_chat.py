@@ -97,6 +97,16 @@ def test_a_failing_model_is_a_502_and_the_message_is_kept(
     assert [m["content"] for m in upstream.requests[1]["messages"]].count("Hi") == 1
 
 
+def test_a_model_reply_that_cannot_be_stored_is_a_502_not_the_clients_fault(
+    client: httpx.Client, session: str, upstream: Upstream
+) -> None:
+    upstream.mode = "huge"
+    failed = client.post(f"/v1/sessions/{session}/chat", json={"content": "Hi", "id": "turn-1"})
+    assert failed.status_code == 502
+    assert "the upstream model's reply cannot be stored" in failed.json()["detail"]
+    assert [m["content"] for m in history(client, session)] == ["Be brief.", "Hi"]
+
+
 def test_a_model_that_does_not_answer_in_time_is_a_504(
     client: httpx.Client, session: str, upstream: Upstream
 ) -> None:

@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 class Upstream:
     """What the fake model does next, and what it was sent."""
 
-    mode: str = "ok"  # ok | error | refuse | slow | break | empty
+    mode: str = "ok"  # ok | error | refuse | slow | break | empty | huge
     delay: float = 5.0
     failures: int = 0
     fail_status: int = 500
@@ -110,6 +110,8 @@ def make_app(state: Upstream) -> FastAPI:
         if state.mode == "slow":
             await asyncio.sleep(state.delay)
         reply = "" if state.mode == "empty" else state.reply_for(body)
+        if state.mode == "huge":  # past the 1 MiB a stored message may hold
+            reply = "word " * 300_000
         usage = state.usage_for(body, reply)
         if not body.get("stream"):
             return JSONResponse(completion(body, reply, usage))

@@ -19,14 +19,12 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
-import marshal
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from turnkeeper import jsonenc
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
-from turnkeeper.context.tails import TAIL_LIMIT, Tail
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
 from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.types import (
@@ -105,16 +103,6 @@ class TurnkeeperSession:
         self.model = model
         self._options = session_options
         self._known: Session | None = None
-        self._history: tuple[str, Tail] | None = None
-        """The session's whole history as this object last read it (by session id), and what it
-        appended since: `get_items` right after `add_items` — every turn of an agent loop — is
-        answered from it when `Tail`'s rule proves nothing else was written meanwhile (the
-        same rule, and the same record, as the context builder's remembered tails)."""
-        self._items_blob: tuple[tuple[Message, ...], bytes] | None = None
-        """The items of the remembered history (its newest-first messages, by identity) as one
-        `marshal` blob: `get_items()` of a whole remembered history hands out fresh items from
-        one C call instead of decoding each message's item JSON again, and after an append only
-        the new messages' items are decoded (`_all_items`)."""
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -163,70 +151,8 @@ class TurnkeeperSession:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
         if limit is None or limit < 0:
-            return self._all_items(self._newest(session, None))
-        return _items(reversed(self._newest(session, limit)))[-limit:]
-
-    def _all_items(self, newest: Sequence[Message]) -> list[TResponseInputItem]:
-        """The items of the whole history `newest` (newest first), oldest first: from the blob
-        when it holds these very messages, or holds all but the newest few (then only those are
-        decoded); the blob is then made again for the history remembered now. Fresh objects
-        every call, as the SDK's own session gives: a caller may change what it gets."""
-        remembered = self._history
-        if remembered is None or remembered[1].newest is not newest:  # not remembered
-            self._items_blob = None
-            return _items(reversed(newest))
-        blob = self._items_blob
-        if blob is not None and blob[0] is newest:
-            items: list[TResponseInputItem] = marshal.loads(blob[1])
-            return items
-        added = len(newest) - len(blob[0]) if blob is not None else -1
-        if (
-            blob is not None
-            and added >= 0
-            and all(new is old for new, old in zip(newest[added:], blob[0], strict=True))
-        ):
-            items = marshal.loads(blob[1])
-            items.extend(_items(reversed(newest[:added])))
-        else:
-            items = _items(reversed(newest))
-        # Made from the items before they are handed out: what the caller does to them does not
-        # reach the blob. Items are JSON values, which `marshal` copies exactly.
-        self._items_blob = (newest, marshal.dumps(items))
-        return items
-
-    def _newest(self, session: Session, limit: int | None) -> Sequence[Message]:
-        """The session's newest `limit` messages (all with None), newest first: from the
-        remembered history when it still stands for the session, else from the store (a whole
-        read is then remembered, if it is at most `TAIL_LIMIT` messages)."""
-        view = self._recalled(session.id)
-        if view is not None:
-            return view if limit is None else view[:limit]
-        if limit is not None:
-            return self.tk.history(session, newest_first=True, limit=limit)
-        current = self.tk.get_session(session.id)  # the version the read is remembered at
-        return self._remember(current, self.tk.history(current, newest_first=True))
-
-    def _remember(self, session: Session, newest: Sequence[Message]) -> Sequence[Message]:
-        """Remember `newest` (the history read, newest first) at `session`'s version, if
-        `_remembered` allows; returns the history, as remembered when it is (`_all_items`
-        knows a remembered history by identity)."""
-        self._history = _remembered(session, newest)
-        return newest if self._history is None else self._history[1].newest
-
-    def _recalled(self, session_id: str) -> tuple[Message, ...] | None:
-        """The remembered history of the session (newest first) as it stands now — one read of
-        its row decides — remembered again at its current version; None when `Tail`'s rule
-        cannot tell (and then it is forgotten)."""
-        remembered = self._history
-        if remembered is None or remembered[0] != session_id:
-            return None
-        current = self.tk.get_session(session_id)
-        view = remembered[1].view(current, True)
-        if view is None:
-            self._history = None
-        elif view is not remembered[1].newest:  # else unchanged: remembered as it stands
-            return tuple(self._remember(current, view))
-        return view
+            return _items(self.tk.history(session))
+        return _items(reversed(self.tk.history(session, newest_first=True, limit=limit)))[-limit:]
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
         """The items of what the context strategy keeps, in the window's order."""
@@ -250,12 +176,7 @@ class TurnkeeperSession:
         session = self._live()
         if session is not None:
             try:
-                remembered = self._history
-                if remembered is not None and remembered[1].appended:
-                    # A second append since the read (`Runner.run` adds its input, then its
-                    # output): the first is folded in now, so that this one can continue it.
-                    self._recalled(session.id)
-                self._appended(session, self.tk.append_many(session, messages))
+                self.tk.append_many(session, messages)
                 return
             except (Conflict, SessionExpired, SessionNotFound):
                 self._known = None
@@ -265,50 +186,20 @@ class TurnkeeperSession:
         self._known, _ = self.tk.get_or_create_session(
             self.session_id, project=self.project, **self._options
         )
-        self._appended(self._known, self.tk.append_many(self._known, messages))
-
-    def _appended(self, session: Session, stored: list[Message]) -> None:
-        """Note an append in the remembered history (which it ends when it does not continue
-        it: see `Tail.after_append`)."""
-        remembered = self._history
-        if remembered is not None:
-            extended = remembered[1].after_append(stored) if remembered[0] == session.id else None
-            self._history = None if extended is None else (session.id, extended)
+        self.tk.append_many(self._known, messages)
 
     def _pop_item(self) -> TResponseInputItem | None:
         session = self._live()
         if session is None:
             return None
-        self._history = None
         deleted = self.tk.pop_last_message(session)
         return None if deleted is None else message_to_items(deleted)[-1]
 
     def _clear(self) -> None:
-        self._history = None
         session = self._live()
         if session is not None:
             self.tk.reset_session(session)
         self._known = None
-
-
-def _whole_history(session: Session, newest: Sequence[Message]) -> Tail:
-    """A `Tail` of every message of `session` (`newest`: newest first) as it stands."""
-    return Tail(
-        version=session.version, last_seq=session.last_seq, include_internal=True,
-        newest=tuple(newest), reaches_start=True, head=None, encoding="", rendered={},
-    )  # fmt: skip
-
-
-def _remembered(session: Session, newest: Sequence[Message]) -> tuple[str, Tail] | None:
-    """The history read (newest first) after `session` was, to remember at its version: only
-    what that version held (a write between the two reads may show in the messages; its version
-    step then keeps the memory from ever being used), and only a history of at most `TAIL_LIMIT`
-    messages that ends at the session's `last_seq`."""
-    held = [message for message in newest if message.seq <= session.last_seq]
-    top = held[0].seq if held else 0
-    if len(held) > TAIL_LIMIT or top != session.last_seq:
-        return None
-    return session.id, _whole_history(session, held)
 
 
 def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:

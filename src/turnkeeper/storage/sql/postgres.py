@@ -1,7 +1,7 @@
 """The shared store: PostgreSQL, for many processes and service replicas on one database.
 
-Same tables and contract as the SQLite store (the queries and row mapping that are the same live
-in `storage.sql`); what differs is concurrency. Every append runs in one transaction that first
+Same tables, statements and contract as the SQLite store (all of it in `SQLStore`); what differs
+is concurrency. Every append runs in one transaction that first
 locks the session row (`SELECT … FOR UPDATE`): appenders to one session queue on that lock, so
 each sees the seq its predecessor committed and seqs are gapless and in commit order, while
 appenders to different sessions never wait for each other. A retried message id is found by the
@@ -49,16 +49,11 @@ from turnkeeper.errors import (
 )
 from turnkeeper.storage import locks
 from turnkeeper.storage.codec import load_json
-from turnkeeper.storage.migrations import (
-    LATEST_VERSION,
-    LEGACY_POSTGRES,
-    MIGRATION_LOCK,
-    RENUMBER_LEGACY_POSTGRES,
-)
-from turnkeeper.storage.search_sql import PostgresSearch
-from turnkeeper.storage.sql import Dialect
-from turnkeeper.storage.sql_store import Executor, Result, SQLStore
-from turnkeeper.storage.watchdog import Watchdog
+from turnkeeper.storage.sql.dialect import Dialect
+from turnkeeper.storage.sql.schema import LATEST_VERSION, MIGRATION_LOCK
+from turnkeeper.storage.sql.search import PostgresSearch
+from turnkeeper.storage.sql.store import Executor, Result, SQLStore
+from turnkeeper.storage.sql.watchdog import Watchdog
 
 try:
     import psycopg
@@ -399,9 +394,6 @@ class PostgresStore(SQLStore, PostgresSearch):
         with self._transaction_on(None) as tx:  # a migration may take long: unbounded
             tx.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             self._create_schema(tx.cur)
-            if self._legacy_numbering(tx.cur):
-                for statement in RENUMBER_LEGACY_POSTGRES:
-                    tx.execute(statement)
             current = self._version(tx.cur)  # another process may have migrated meanwhile
             self._apply_migrations(tx, current, target_version)
 
@@ -431,14 +423,6 @@ class PostgresStore(SQLStore, PostgresSearch):
             ) from None
 
     @staticmethod
-    def _legacy_numbering(cur: Cursor) -> bool:
-        """Whether the schema still records its steps in PostgreSQL's old, one-lower numbering
-        (see `storage.migrations`)."""
-        if not PostgresStore._has_migrations_table(cur):
-            return False
-        return cur.execute(LEGACY_POSTGRES).fetchone() is not None
-
-    @staticmethod
     def _has_migrations_table(cur: Cursor) -> bool:
         # Read the catalog with a fresh MVCC snapshot: `to_regclass` answers from the
         # relation cache, which an advisory lock does not refresh, so a process that waited
@@ -451,15 +435,11 @@ class PostgresStore(SQLStore, PostgresSearch):
 
     @staticmethod
     def _version(cur: Cursor) -> int:
-        """The latest step recorded; a schema still in the legacy numbering counts as 0 (so
-        opening it always takes the migration path, which renumbers it)."""
+        """The latest step recorded (0 in a schema without tables yet)."""
         if not PostgresStore._has_migrations_table(cur):
             return 0
-        row = cur.execute(
-            "SELECT coalesce(max(version), 0) AS v, EXISTS (" + LEGACY_POSTGRES + ") AS legacy"
-            " FROM schema_migrations"
-        ).fetchone()
-        return 0 if row is None or row["legacy"] else int(row["v"])
+        row = cur.execute("SELECT coalesce(max(version), 0) AS v FROM schema_migrations").fetchone()
+        return 0 if row is None else int(row["v"])
 
     def schema_version(self) -> int:
         with self._transaction_on(self._bound) as tx:

@@ -21,20 +21,19 @@ from turnkeeper.assemble import open_store
 from turnkeeper.cache import CachedStore, SessionLRU
 from turnkeeper.config import load_settings
 from turnkeeper.errors import SessionNotFound, Unsupported
-from turnkeeper.storage import (
+from turnkeeper.storage import InMemoryStore, require
+from turnkeeper.storage.base import (
     AdminStore,
     AgentStateStore,
     ApiKeyStore,
     ForkStore,
     FullStore,
-    InMemoryStore,
     LockingStore,
     Store,
     SummaryStore,
     TraceStore,
     TransferStore,
     TurnAttemptStore,
-    require,
 )
 from turnkeeper.storage.sql.postgres import PostgresStore
 from turnkeeper.storage.sql.sqlite import SQLiteStore

@@ -1,8 +1,10 @@
 """Storage backends behind one contract (`Store`), chosen by database URL through one table of
 URL schemes (`BACKENDS`).
 
-Only bare backends are made here; the caches in front of one are put there by
-`turnkeeper.assemble` (storage is the layer below the caches and never imports them).
+The contract and its optional capabilities are in `turnkeeper.storage.base` (`Store`,
+`FullStore` and `require` are here too). Only bare backends are made here; the caches in front
+of one are put there by `turnkeeper.assemble` (storage is the layer below the caches and never
+imports them).
 """
 
 from __future__ import annotations
@@ -12,41 +14,15 @@ from dataclasses import dataclass
 
 from turnkeeper.config import Settings, default_database_url, demo_database_url
 from turnkeeper.errors import InvalidConfig
-from turnkeeper.storage.base import (
-    AdminStore,
-    AgentStateStore,
-    ApiKeyStore,
-    ForkStore,
-    FullStore,
-    LockingStore,
-    SeqRunStore,
-    SessionLookupStore,
-    Store,
-    SummaryStore,
-    TraceStore,
-    TransferStore,
-    TurnAttemptStore,
-    require,
-)
+from turnkeeper.storage.base import FullStore, Store, require
 from turnkeeper.storage.memory import InMemoryStore
 
 __all__ = [
     "BACKENDS",
-    "AdminStore",
-    "AgentStateStore",
-    "ApiKeyStore",
     "Backend",
-    "ForkStore",
     "FullStore",
     "InMemoryStore",
-    "LockingStore",
-    "SeqRunStore",
-    "SessionLookupStore",
     "Store",
-    "SummaryStore",
-    "TraceStore",
-    "TransferStore",
-    "TurnAttemptStore",
     "backend_for",
     "open_backend",
     "require",

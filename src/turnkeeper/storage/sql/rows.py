@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from turnkeeper.storage.appends import AppendPlan, AppendTarget, build_append_target
+from turnkeeper.storage.base import project_stats, session_stats
 from turnkeeper.storage.codec import encode_cursor, to_ts
 from turnkeeper.storage.sql.dialect import Dialect, Row
 from turnkeeper.types import (
@@ -318,41 +319,19 @@ def session_stats_from_rows(session: Session, rows: Sequence[Row], d: Dialect) -
         by_role[row["role"]] = by_role.get(row["role"], 0) + row["n"]
         if row["internal"]:
             internal += row["n"]
-    firsts = [d.decode_ts(row["first"]) for row in rows]
-    lasts = [d.decode_ts(row["last"]) for row in rows]
-    return SessionStats(
-        session_id=session.id,
-        message_count=session.message_count,
-        user_facing_messages=session.message_count - internal,
-        internal_messages=internal,
-        messages_by_role=by_role,
-        stored_tokens=session.stored_tokens,
-        usage_input_tokens=session.usage_input_tokens,
-        usage_output_tokens=session.usage_output_tokens,
-        first_message_at=min(firsts) if firsts else None,
-        last_message_at=max(lasts) if lasts else None,
-    )
+    first = min((d.decode_ts(row["first"]) for row in rows), default=None)
+    last = max((d.decode_ts(row["last"]) for row in rows), default=None)
+    return session_stats(session, by_role, internal, first, last)
 
 
 def project_stats_from_rows(rows: Sequence[Row]) -> list[ProjectStats]:
     """Per-project totals from `PROJECT_STATS` rows (one per project and status)."""
-    totals: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        entry = totals.setdefault(
+    return project_stats(
+        (
             row["project"],
-            {"by_status": {}, "messages": 0, "tokens": 0, "usage_in": 0, "usage_out": 0},
+            row["status"],
+            int(row["sessions"]),
+            *(int(row[name] or 0) for name in ("messages", "tokens", "usage_in", "usage_out")),
         )
-        entry["by_status"][row["status"]] = int(row["sessions"])
-        for name in ("messages", "tokens", "usage_in", "usage_out"):
-            entry[name] += int(row[name] or 0)
-    return [
-        ProjectStats(
-            project=name,
-            sessions_by_status=entry["by_status"],
-            message_count=entry["messages"],
-            stored_tokens=entry["tokens"],
-            usage_input_tokens=entry["usage_in"],
-            usage_output_tokens=entry["usage_out"],
-        )
-        for name, entry in totals.items()
-    ]
+        for row in rows
+    )

@@ -287,7 +287,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         # A generated column, computed by every INSERT, under a GIN index; adding it rewrites
         # the table, which indexes the messages stored so far. A tsvector holds at most 1 MB,
-        # so it is made from a message's first 100,000 characters (`search_sql`'s headlines
+        # so it is made from a message's first 100,000 characters (`sql/search.py`'s headlines
         # read the same prefix).
         postgres=(
             """ALTER TABLE messages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS
@@ -328,7 +328,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     # The FTS5 insert trigger halved SQLite's append rate (the index's pages written in every
     # append's commit). The index now catches up lazily: `search_watermark` holds the highest
-    # message rowid indexed, and a search first indexes the rows above it (`search_sql`).
+    # message rowid indexed, and a search first indexes the rows above it (`sql/search.py`).
     # A row above the watermark was never indexed, so only rows at or below it are sent to
     # FTS5's 'delete' (a delete of an unindexed row corrupts an external-content index). A new
     # row takes rowid max(rowid) + 1, so after a delete the watermark comes down to the largest

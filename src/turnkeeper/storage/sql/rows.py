@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from turnkeeper.storage.appends import AppendPlan, AppendTarget, build_append_target
+from turnkeeper.storage.appends import AppendPlan, AppendTarget
 from turnkeeper.storage.base import project_stats, session_stats
 from turnkeeper.storage.codec import encode_cursor, to_ts
 from turnkeeper.storage.sql.dialect import Dialect, Row
@@ -32,7 +32,6 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     TurnAttempt,
     Usage,
-    build_message,
 )
 
 
@@ -140,7 +139,7 @@ def message_from_row(row: Row, d: Dialect) -> Message:
     if row["usage_input_tokens"] is not None or row["usage_output_tokens"] is not None:
         usage = Usage(row["usage_input_tokens"] or 0, row["usage_output_tokens"] or 0)
     tool_calls = d.decode_json(row["tool_calls"])
-    return build_message(
+    return Message(
         id=row["id"],
         session_id=row["session_id"],
         seq=row["seq"],
@@ -194,7 +193,7 @@ def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> li
                 message.id,
                 session_id,
                 message.seq,
-                message.role._value_,  # `.value` is an enum property: a cost per message
+                message.role.value,
                 message.author,
                 message.content,
                 message.internal,
@@ -265,7 +264,7 @@ def page_from_rows(rows: Sequence[Row], limit: int, d: Dialect) -> Page[Session]
 
 def append_target_from_row(row: Row, d: Dialect) -> AppendTarget:
     expires_at = row["expires_at"]
-    return build_append_target(
+    return AppendTarget(
         id=row["id"],
         status=_STATUS_BY_VALUE[row["status"]],
         expires_at=None if expires_at is None else d.decode_ts(expires_at),

@@ -27,8 +27,9 @@ an outcome the client cannot know.
 The tables live in the first schema of the connection's `search_path`, so a URL such as
 `postgresql://host/db?options=-csearch_path%3Dtenant_a` selects an independent store.
 
-Every write is `SQLStore`'s; this module keeps the pool, the transaction (`_transaction`, whose
-cursor takes the shared `?` placeholders), the error mapping and the migration lock.
+Every read and write is `SQLStore`'s (`sql/store.py`); this thin driver keeps the pool, the
+transaction (`_transaction`, whose cursor takes the shared `?` placeholders), the error mapping
+and the migration lock.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ run in `BEGIN IMMEDIATE` transactions, which SQLite serializes across processes,
 appenders get gapless seqs in commit order without losing or duplicating anything. Each thread
 gets its own connection (sqlite3 connections are not shareable across threads).
 
-Every write is `SQLStore`'s; this module keeps the connections, the transaction and what
-`sqlite3` errors mean (`_error`, applied to every read and write transaction alike).
+Every read and write is `SQLStore`'s (`sql/store.py`); this thin driver keeps the
+connections, the transaction and what `sqlite3` errors mean (`_error`, applied to every read and
+write transaction alike).
 
 Opening is kept to what an open must know, because a CLI call or a request handler may open a
 store just to run one statement (bench/bench_sqlite.py, "open"): the schema version, read from

@@ -6,16 +6,16 @@ boundary (SQLite keeps times as fixed-width UTC text and JSON as text; PostgreSQ
 `timestamptz` and `jsonb`, which its driver converts), which DDL of each migration step runs
 (`name`, see `schema`), what locks a selected row, and how an append claims its seqs.
 
-`SQLITE` is here; `POSTGRES` is made by its driver (`sql/postgres.py`), whose JSON adapter
-needs psycopg, which a SQLite user need not install. The full-text index differs too much to
-be data: each dialect's search is a class of its own in `sql/search.py`.
+Both dialects are here, side by side (PostgreSQL's JSON adapter is psycopg's, imported when a
+value is first sent, so a SQLite user need not install it). The full-text index differs too
+much to be data: each dialect's search is a class of its own in `sql/search.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
@@ -56,3 +56,40 @@ SQLITE = Dialect(
     name="sqlite", encode_ts=to_ts, decode_ts=from_ts, encode_json=dump_json, decode_json=load_json
 )
 """SQLite keeps times as fixed-width UTC text (which sorts in time order) and JSON as text."""
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _as_utc(value: Any) -> datetime:
+    return _aware(value).astimezone(UTC)
+
+
+def _jsonb(value: Any) -> Any:
+    """A `jsonb` parameter: psycopg's adapter (psycopg is loaded by then: the driver uses it)."""
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+POSTGRES = Dialect(
+    name="postgres",
+    encode_ts=_aware,
+    decode_ts=_as_utc,
+    encode_json=_jsonb,
+    decode_json=_same,
+    row_lock=" FOR UPDATE",
+    claims_by_update=True,
+)
+"""PostgreSQL has `timestamptz` and `jsonb`; the driver converts both, so little is left to do
+(its `jsonb` loader reads as `load_json` does: `sql/postgres.py`)."""
+
+
+def format_placeholders(query: str) -> str:
+    """The shared `?`-placeholder SQL in psycopg's `%s` style (a literal `%` doubled)."""
+    return query.replace("%", "%%").replace("?", "%s")

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,7 +49,7 @@ from turnkeeper.errors import (
 )
 from turnkeeper.storage import locks
 from turnkeeper.storage.codec import load_json
-from turnkeeper.storage.sql.dialect import Dialect
+from turnkeeper.storage.sql.dialect import POSTGRES, format_placeholders
 from turnkeeper.storage.sql.schema import LATEST_VERSION, MIGRATION_LOCK
 from turnkeeper.storage.sql.search import PostgresSearch
 from turnkeeper.storage.sql.store import Executor, Result, SQLStore
@@ -62,7 +61,7 @@ try:
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.pq import TransactionStatus
     from psycopg.rows import DictRow, dict_row
-    from psycopg.types.json import Jsonb, JsonbLoader
+    from psycopg.types.json import JsonbLoader
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise InvalidConfig(
@@ -80,30 +79,6 @@ _CONSTRAINT_MEANINGS = {
 }
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def _as_utc(value: Any) -> datetime:
-    return _aware(value).astimezone(UTC)
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-POSTGRES = Dialect(
-    name="postgres",
-    encode_ts=_aware,
-    decode_ts=_as_utc,
-    encode_json=Jsonb,
-    decode_json=_same,
-    row_lock=" FOR UPDATE",
-    claims_by_update=True,
-)
-"""PostgreSQL has `timestamptz` and `jsonb`; the driver converts both, so little is left to do."""
-
-
 class _JsonbLoader(JsonbLoader):
     """psycopg's `jsonb` loader, reading as SQLite's columns are read (`codec.load_json`): the
     empty object (nearly every message's and session's `metadata`) made without the JSON
@@ -114,11 +89,6 @@ class _JsonbLoader(JsonbLoader):
         if data == b"{}":
             return {}  # a new dict each time: callers may keep it
         return load_json(bytes(data).decode("utf-8"))
-
-
-def _pg(query: str) -> str:
-    """The shared `?`-placeholder SQL in psycopg's `%s` style."""
-    return query.replace("%", "%%").replace("?", "%s")
 
 
 class Unanswered(psycopg.OperationalError):
@@ -161,10 +131,10 @@ class _Statements:
         return self.cur.connection
 
     def execute(self, query: str, params: Sequence[Any] = (), /) -> Cursor:
-        return self._send(lambda: self.cur.execute(_pg(query), params))
+        return self._send(lambda: self.cur.execute(format_placeholders(query), params))
 
     def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Cursor:
-        self._send(lambda: self.cur.executemany(_pg(query), params))
+        self._send(lambda: self.cur.executemany(format_placeholders(query), params))
         return self.cur
 
     def _send(self, send: Callable[[], T]) -> T:

@@ -251,16 +251,17 @@ class TurnkeeperSession:
 
 
 def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
-    """The SDK items of `messages`, in their order (`message_to_items` of each; a message that
-    carries its item, which is most, is decoded here without that call)."""
-    loads = jsonenc.loads
-    items: list[TResponseInputItem] = []
+    """The SDK items of `messages`, in their order (`message_to_items` of each), as fresh
+    objects: a message that carries its item, which is most, gives its stored JSON text, and
+    all of them are decoded as one JSON array (one parse, not one per message)."""
+    texts: list[str] = []
     for message in messages:
         stored = message.metadata.get(ITEM_KEY)
-        if type(stored) is str:
-            items.append(loads(stored))
+        if isinstance(stored, str):
+            texts.append(stored)
         else:
-            items.extend(message_to_items(message))
+            texts.extend(jsonenc.dumps(item) for item in message_to_items(message))
+    items: list[TResponseInputItem] = jsonenc.loads("[" + ",".join(texts) + "]")
     return items
 
 

@@ -67,7 +67,9 @@ class Strategy:
     `select(turns, budget, build)` returns a `Selection`: the window's entries in order and how
     many stored messages were left out. `newest_that_fit` does the common work (a head, then the
     newest units that fit, and a marker naming what was left out); `turnkeeper.context.selection`
-    holds the rest of the machinery the built-ins use.
+    holds the rest of the machinery the built-ins use. `select` must depend on nothing but its
+    arguments and the strategy's own configuration: a service remembers the last window per
+    session version (`cache.windows`) unless the strategy `uses_checkpoints`.
     """
 
     name: str = ""

@@ -185,10 +185,15 @@ def _failed(span: Span, exc: BaseException) -> None:
 
 @contextmanager
 def span(
-    name: str, attributes: Mapping[str, Any] | None = None, *, client: bool = False
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    client: bool = False,
+    answers: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Span | None]:
     """A span named `name`, current while the block runs (None when nothing is traced). An
-    exception leaving the block is recorded on it with `error.type`."""
+    exception leaving the block is recorded on it with `error.type`, unless it is one of
+    `answers` (a lookup's "not found" is its answer, not a failure)."""
     found = tracer()
     if found is None:
         yield None
@@ -202,6 +207,8 @@ def span(
     ) as made:  # fmt: skip
         try:
             yield made
+        except answers:
+            raise
         except BaseException as exc:
             _failed(made, exc)
             raise
@@ -256,13 +263,17 @@ def http_request(
     method: str, path: str, headers: list[tuple[bytes, bytes]], scheme: str = "http"
 ) -> RequestSpan | Untraced:
     """Start the SERVER span of a request (a child of the client's `traceparent`, if it sent
-    one) and make it current; `end` it with the matched route and the status."""
+    one) and make it current; `end` it with the matched route and the status. When the web
+    framework made a SERVER span already (FastAPI's own telemetry does, from 0.165 on, as does
+    OpenTelemetry's ASGI instrumentation), that one is the request's span and none is added."""
     found = tracer()
     if found is None:
         return UNTRACED
     from opentelemetry import context, propagate
-    from opentelemetry.trace import SpanKind, set_span_in_context
+    from opentelemetry.trace import SpanKind, get_current_span, set_span_in_context
 
+    if getattr(get_current_span(), "kind", None) is SpanKind.SERVER:
+        return UNTRACED
     carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers}
     parent = propagate.extract(carrier)
     made = found.start_span(
@@ -483,12 +494,13 @@ class TracedStore:
         if name not in self._traced or not callable(value):
             return value
         attributes = {"db.system.name": self._system, "db.operation.name": name}
+        from turnkeeper.errors import NotFound
 
         @functools.wraps(value)
         def operation(*args: Any, **kwargs: Any) -> Any:
             if tracer() is None:
                 return value(*args, **kwargs)
-            with span(name, attributes, client=True):
+            with span(name, attributes, client=True, answers=(NotFound,)):
                 return value(*args, **kwargs)
 
         cast(MutableMapping[str, Any], self.__dict__)[name] = operation  # found directly next time

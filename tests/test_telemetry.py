@@ -213,18 +213,27 @@ def test_the_service_sends_request_context_model_and_store_spans_to_the_collecto
             assert answer.status_code == 200, answer.text
             reply_seq = answer.json()["reply"]["seq"]
             trace = client.get(f"/v1/sessions/traced/messages/{reply_seq}/trace").json()
+            streamed = client.post(
+                "/v1/sessions/traced/chat", json={"content": "Stream it", "stream": True}
+            )
+            assert "event: done" in streamed.text, streamed.text
     finally:
         process.terminate()  # the app's shutdown sends what is still batched
         process.wait(timeout=20)
         assert process.stderr is not None
         process.stderr.close()
 
-    collector.wait_for(lambda: bool(collector.named("chat test-model")))
+    collector.wait_for(lambda: len(collector.named("chat test-model")) == 2)
     collector.wait_for(
         lambda: any(s.attributes.get("http.route", "").endswith("/chat") for s in collector.spans)
     )
     # the request's SERVER span: FastAPI's own when it makes one (0.165 on), else turnkeeper's
-    (request,) = [s for s in collector.named("POST /v1/sessions/{session}/chat")]
+    chats = collector.named("chat test-model")
+    (call,) = [s for s in chats if s.attributes["gen_ai.request.stream"] is False]
+    (streaming,) = [s for s in chats if s.attributes["gen_ai.request.stream"] is True]
+    served = collector.named("POST /v1/sessions/{session}/chat")
+    (request,) = [s for s in served if s.trace_id == call.trace_id]
+    (streamed_request,) = [s for s in served if s.trace_id == streaming.trace_id]
     assert request.kind == SERVER and request.parent_id == ""
     assert request.attributes["http.request.method"] == "POST"
     assert request.attributes["http.route"] == "/v1/sessions/{session}/chat"
@@ -262,9 +271,8 @@ def test_the_service_sends_request_context_model_and_store_spans_to_the_collecto
     assert "turnkeeper.context.compacted" not in events
 
     # the upstream call, in the GenAI conventions' terms, usage as the fake model reported it
-    (call,) = collector.named("chat test-model")
     assert call.kind == CLIENT and under_request(call)
-    sent = upstream.requests[-1]
+    sent = upstream.requests[0]
     usage = upstream.usage_for(sent, upstream.reply_for(sent))
     assert call.attributes["gen_ai.operation.name"] == "chat"
     assert call.attributes["gen_ai.provider.name"] == "openai"
@@ -288,6 +296,18 @@ def test_the_service_sends_request_context_model_and_store_spans_to_the_collecto
     assert all(s.name == s.attributes["db.operation.name"] for s in store_calls)
     assert all(under_request(s) for s in store_calls)
     assert any(s.parent_id == build.span_id for s in store_calls)
+
+    # a streamed answer: its span ends with the stream, with the usage of its last chunk; the
+    # reply is stored by a thread of its own, still within the request's trace
+    assert streaming.parent_id and streamed_request.parent_id == ""
+    assert streaming.attributes["gen_ai.usage.cache_read.input_tokens"] == 7
+    assert streaming.attributes["gen_ai.usage.output_tokens"] > 0
+    assert streaming.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+    stored = [
+        s for s in collector.spans
+        if s.trace_id == streaming.trace_id and s.attributes.get("db.operation.name") == "append_messages"
+    ]  # fmt: skip
+    assert len(stored) == 2  # the user's turn, then the reply with its trace
 
 
 # -- the library ------------------------------------------------------------------------------

@@ -543,3 +543,38 @@ def test_a_request_is_a_server_span_of_turnkeeper_s_own_where_the_framework_make
     )
     assert failed["status"] == "ERROR"
     assert failed["attributes"]["error.type"] == "503"
+
+
+def test_serve_without_the_otel_extra_logs_what_to_install_and_serves(
+    collector: Collector, tmp_path: Path
+) -> None:
+    hidden = ["opentelemetry.sdk", "opentelemetry.exporter"]
+    code = f"import sys; sys.modules.update(dict.fromkeys({hidden!r})); " + (
+        "from turnkeeper.cli import main; sys.argv[0] = 'turnkeeper'; main()"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "serve", "--no-auth", "--port", "0", "--log-format", "json",
+         "--db", f"sqlite:///{tmp_path / 'served.db'}"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=otel_env(collector), text=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        lines = [process.stderr.readline() for _ in range(3)]  # banner, then the warning
+        match = re.search(r"serving on (http://\S+)", lines[0])
+        assert match, lines
+        for _ in range(200):
+            try:
+                assert httpx.get(f"{match.group(1)}/readyz").status_code == 200
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        assert process.stderr is not None
+        process.stderr.close()
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    (warning,) = [e for e in events if e["event"] == "telemetry_unavailable"]
+    assert warning["level"] == "warning"
+    assert warning["reason"].endswith("pip install 'turnkeeper[otel]'")
+    assert collector.requests == 0

@@ -432,7 +432,7 @@ def test_nothing_is_traced_or_printed_unless_configured(
 
 OWN_PROVIDER_SCRIPT = textwrap.dedent(
     """
-    import json, sys
+    import asyncio, json, sys
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -445,34 +445,52 @@ OWN_PROVIDER_SCRIPT = textwrap.dedent(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     configured = telemetry.configure()  # the application's provider stays
-    with trace.get_tracer("app").start_as_current_span("handle message") as outer:
+    app = trace.get_tracer("app")
+    with app.start_as_current_span("handle message") as outer:
         with turnkeeper.open(sys.argv[1]) as tk:
             session, _ = tk.get_or_create_session("embedded")
             tk.append(session, "user", "hello")
             tk.context(session)
+
+    async def handle() -> int:  # the async face runs the core on threads, in the caller's context
+        with app.start_as_current_span("handle async") as span:
+            async with turnkeeper.open_async(sys.argv[1]) as atk:
+                await atk.append("embedded", "user", "again")
+                await atk.context("embedded")
+        return span.get_span_context().span_id
+
+    async_outer = asyncio.run(handle())
     spans = exporter.get_finished_spans()
-    build = next(s for s in spans if s.name == "search_memory")
+    builds = [s for s in spans if s.name == "search_memory"]
     json.dump({
         "configured": configured,
         "same_provider": trace.get_tracer_provider() is provider,
-        "build_parent": build.parent.span_id == outer.get_span_context().span_id,
+        "build_parents": [
+            b.parent.span_id in (outer.get_span_context().span_id, async_outer) for b in builds
+        ],
         "operations": sorted({s.attributes.get("db.operation.name", "") for s in spans} - {""}),
+        "systems": sorted({s.attributes.get("db.system.name", "") for s in spans} - {""}),
     }, sys.stdout)
     """
 )
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_an_application_s_own_provider_gets_turnkeeper_s_spans(
-    collector: Collector, tmp_path: Path
+    collector: Collector, tmp_path: Path, request: pytest.FixtureRequest, backend: str
 ) -> None:
-    done = run_script(
-        OWN_PROVIDER_SCRIPT, otel_env(collector), f"sqlite:///{tmp_path / 'embedded.db'}"
+    url = (
+        f"sqlite:///{tmp_path / 'embedded.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
     )
+    done = run_script(OWN_PROVIDER_SCRIPT, otel_env(collector), url)
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)
     assert said["configured"] is True and said["same_provider"] is True
-    assert said["build_parent"] is True
+    assert said["build_parents"] == [True, True]  # under the sync and the async caller's span
     assert "append_messages" in said["operations"]
+    assert said["systems"] == [backend]
     time.sleep(0.3)
     assert collector.requests == 0  # turnkeeper installed no exporter of its own
 

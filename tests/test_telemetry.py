@@ -328,6 +328,11 @@ LIBRARY_SCRIPT = textwrap.dedent(
         window = tk.context(session, strategy="summarize", budget_tokens=300, keep_recent=2)
         with ChatTurns(tk, LLMClient(sys.argv[2], max_retries=0)) as chat:
             chat.turn(session, "And now?", options=turnkeeper.turns.TurnOptions(model="m-1"))
+    nobody = LLMClient("http://127.0.0.1:9/v1", max_retries=0)  # nothing listens there
+    try:
+        nobody.complete({"model": "m-2", "messages": [{"role": "user", "content": "hi"}]})
+    except turnkeeper.UpstreamError:
+        pass
     report = window.report
     json.dump({
         "configured": configured,
@@ -381,6 +386,11 @@ def test_the_library_sends_its_spans_where_the_standard_variables_say(
     (call,) = collector.named("chat m-1")
     assert call.attributes["gen_ai.usage.cache_read.input_tokens"] == 7
     assert call.attributes["gen_ai.request.stream"] is False
+    # a call that failed says how
+    (failed,) = collector.named("chat m-2")
+    assert failed.status == 2 and failed.attributes["error.type"] == "unreachable"
+    assert failed.attributes["server.port"] == 9
+    assert "gen_ai.usage.input_tokens" not in failed.attributes
 
 
 # -- off unless configured ------------------------------------------------------------------------

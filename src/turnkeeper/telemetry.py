@@ -106,11 +106,7 @@ def _version() -> str | None:
 # -- the process's provider --------------------------------------------------------------------
 
 
-def _disabled(environ: Mapping[str, str]) -> bool:
-    return environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
-
-
-def configure(environ: Mapping[str, str] | None = None) -> bool:
+def configure() -> bool:
     """Send traces where the standard variables say: when `OTEL_EXPORTER_OTLP_ENDPOINT` or
     `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not `true`) and no
     `TracerProvider` is installed yet, install one that batches spans to that endpoint over
@@ -120,10 +116,9 @@ def configure(environ: Mapping[str, str] | None = None) -> bool:
 
     Returns whether turnkeeper's spans go anywhere now. With the variables set but the `otel`
     extra missing, logs `telemetry_unavailable` (a warning) and returns False."""
-    environ = os.environ if environ is None else environ
-    if _disabled(environ):
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    if not any(environ.get(name) for name in ENDPOINT_VARIABLES):
+    if not any(os.environ.get(name) for name in ENDPOINT_VARIABLES):
         return tracer() is not None
     try:
         from opentelemetry import trace

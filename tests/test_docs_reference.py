@@ -5,6 +5,7 @@ nothing the help hides."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -40,3 +41,12 @@ def test_the_http_reference_lists_every_route_and_links_the_schema() -> None:
         if not path.startswith("/api/v1/"):
             assert all(f"| {method.upper()} | `{path}` |" in page for method in operations)
     assert "/api/v1/" in page and "/api/v1/conversations" not in page
+
+
+def test_the_benchmarks_page_holds_each_scripts_block_once_opened_and_closed() -> None:
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    opened = re.findall(r"<!-- bench:([\w-]+) -->", text)
+    closed = re.findall(r"<!-- /bench:([\w-]+) -->", text)
+    assert opened == closed and len(set(opened)) == len(opened)
+    for name in ("sqlite", "http", "shared", "replicas", "outage", "async", "search-load"):
+        assert name in opened

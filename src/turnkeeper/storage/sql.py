@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from turnkeeper.errors import (
     SessionNotFound,
 )
-from turnkeeper.storage.appends import AppendPlan, AppendTarget, build_append_target
+from turnkeeper.storage.appends import AppendPlan, AppendTarget
 from turnkeeper.storage.appends import plan_append as plan_append  # the SQL stores' rule too
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
 from turnkeeper.types import (
@@ -44,7 +44,6 @@ from turnkeeper.types import (
     SummaryCheckpoint,
     TurnAttempt,
     Usage,
-    build_message,
 )
 
 
@@ -409,7 +408,7 @@ def message_from_row(row: Row, d: Dialect) -> Message:
     if row["usage_input_tokens"] is not None or row["usage_output_tokens"] is not None:
         usage = Usage(row["usage_input_tokens"] or 0, row["usage_output_tokens"] or 0)
     tool_calls = d.decode_json(row["tool_calls"])
-    return build_message(
+    return Message(
         id=row["id"],
         session_id=row["session_id"],
         seq=row["seq"],
@@ -677,7 +676,7 @@ SELECT_APPEND_TARGET = "SELECT id, status, expires_at, last_seq FROM sessions WH
 
 def append_target_from_row(row: Row, d: Dialect) -> AppendTarget:
     expires_at = row["expires_at"]
-    return build_append_target(
+    return AppendTarget(
         id=row["id"],
         status=_STATUS_BY_VALUE[row["status"]],
         expires_at=None if expires_at is None else d.decode_ts(expires_at),

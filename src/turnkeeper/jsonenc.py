@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["canonical", "dumps", "loads", "loads_within", "too_deep"]
+__all__ = ["canonical", "dumps", "loads", "loads_within", "strict", "too_deep"]
 
 
 def dumps(value: Any) -> str:
@@ -27,6 +27,12 @@ def dumps(value: Any) -> str:
 def canonical(value: Any) -> str:
     """The stored form of a JSON value: compact, keys sorted, non-ASCII written as itself."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def strict(value: Any) -> str:
+    """The compact form a value's size is measured on; NaN and the infinities, which are not
+    JSON, are a `ValueError`."""
+    return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
 def loads(text: str | bytes) -> Any:

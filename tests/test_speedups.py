@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import tiktoken
 from tiktoken_ext import openai_public
@@ -32,3 +34,25 @@ def test_an_encoding_without_the_python_table_is_left_as_it_is() -> None:
 
     bare = Bare()
     assert _speedups.without_python_ranks(bare) is bare
+
+
+def test_the_environment_snapshot_changes_exactly_when_the_plain_one_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Settings are remembered by the snapshot: it must tell environments apart exactly as
+    `frozenset(os.environ.items())` does, whatever changed (set, changed, removed)."""
+
+    def both() -> tuple[object, frozenset[tuple[str, str]]]:
+        return _speedups.environment_snapshot(), frozenset(os.environ.items())
+
+    first = both()
+    assert both() == first
+    monkeypatch.setenv("TURNKEEPER_SPEEDUPS_PROBE", "1")
+    set_once = both()
+    assert set_once[0] != first[0] and set_once[1] != first[1]
+    monkeypatch.setenv("TURNKEEPER_SPEEDUPS_PROBE", "2")
+    changed = both()
+    assert changed[0] != set_once[0] and changed[1] != set_once[1]
+    monkeypatch.delenv("TURNKEEPER_SPEEDUPS_PROBE")
+    assert both() == first
+    hash(first[0])

@@ -13,6 +13,7 @@ service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_toke
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -30,6 +31,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from turnkeeper import _speedups
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.tokens import APPROX_ENCODING, EXACT_ENCODINGS
 from turnkeeper.types import StrategyName
@@ -514,19 +516,27 @@ _LOADED: dict[Hashable, Settings] = {}
 _LOADED_MAX = 64
 
 
+@functools.lru_cache(maxsize=8)
+def _config_path_in(environment: Hashable) -> Path:
+    """`default_config_path()` in the environment `environment` is a snapshot of (the current
+    one): it derives from the environment alone, so it is worked out once per environment."""
+    return default_config_path()
+
+
 def _sources_key(clean: dict[str, Any]) -> Hashable | None:
     """Everything a `Settings` is built from: the overrides, the whole environment (settings
     read unprefixed aliases too, in any case, so no variable can be left out) and the config
     file's identity (path, size, modification time). None when an override is not
     hashable."""
-    path = default_config_path()
+    environment = _speedups.environment_snapshot()
+    path = _config_path_in(environment)
     try:
         stat = path.stat()
         file: tuple[Any, ...] = (path, stat.st_size, stat.st_mtime_ns)
     except OSError:
         file = (path,)
     try:
-        return (frozenset(os.environ.items()), frozenset(clean.items()), file)
+        return (environment, frozenset(clean.items()), file)
     except TypeError:  # an override that is a list, say
         return None
 

@@ -113,8 +113,7 @@ def populate(path: Path, size: int) -> str:
         session = tk.create_session(key="bench", ttl=None)
         tk.append(session.id, "system", "You are a meticulous travel agent.")
         batch = [
-            NewMessage("user" if i % 2 else "assistant", f"{TEXT} turn {i}")
-            for i in range(1, size)
+            NewMessage("user" if i % 2 else "assistant", f"{TEXT} turn {i}") for i in range(1, size)
         ]
         for start in range(0, len(batch), 2000):
             tk.append_many(session.id, batch[start : start + 2000])

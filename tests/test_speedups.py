@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -10,10 +9,8 @@ import tiktoken
 from tiktoken_ext import openai_public
 
 from tests.test_tokens import SAMPLES, _corpus
-from turnkeeper import _speedups, jsonenc
-from turnkeeper.storage.codec import load_json
+from turnkeeper import _speedups
 from turnkeeper.tokens import EXACT_ENCODINGS, _offline, counter_for
-from turnkeeper.validation import MAX_JSON_DEPTH
 
 
 @pytest.mark.parametrize("encoding", EXACT_ENCODINGS)
@@ -59,18 +56,3 @@ def test_the_environment_snapshot_changes_exactly_when_the_plain_one_does(
     monkeypatch.delenv("TURNKEEPER_SPEEDUPS_PROBE")
     assert both() == first
     hash(first[0])
-
-
-@pytest.mark.parametrize("text", ["{}", "{ }", '{"a": 1}', "[]", '"{}"', "null", '{"": {}}'])
-def test_a_stored_json_column_reads_as_the_plain_reader_reads_it(text: str) -> None:
-    plain = jsonenc.loads_within(text, MAX_JSON_DEPTH)
-    assert _speedups.read_stored_json(text, json.loads) == plain
-    assert load_json(text) == plain
-    assert type(load_json(text)) is type(plain)
-
-
-def test_each_empty_object_read_is_a_new_one() -> None:
-    """A caller may fill the metadata it read: no two reads share an object."""
-    first = load_json("{}")
-    first["mine"] = 1
-    assert load_json("{}") == {}

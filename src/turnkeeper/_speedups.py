@@ -6,21 +6,10 @@ the plain path (`tests/test_speedups.py`). Everything else in turnkeeper is plai
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
-__all__ = ["environment_snapshot", "read_stored_json", "without_python_ranks"]
-
-
-def read_stored_json(text: str, read: Callable[[str], Any]) -> Any:
-    """`read(text)`, except that the empty object, the metadata of nearly every stored message,
-    is `{}` at once.
-
-    Every message read decodes its metadata column; through the depth-bounded reader
-    (`jsonenc.loads_within`, then `json.loads`) that was about a quarter of the CPU of a
-    context build from a fresh store (the README's context-build table;
-    bench/results/plain-types.md)."""
-    return {} if text == "{}" else read(text)
+__all__ = ["environment_snapshot", "without_python_ranks"]
 
 
 def environment_snapshot() -> Hashable:

@@ -11,7 +11,7 @@ import base64
 import json
 from typing import Any
 
-from turnkeeper import _speedups, jsonenc
+from turnkeeper import jsonenc
 from turnkeeper.errors import InvalidInput
 from turnkeeper.records import from_ts as from_ts
 from turnkeeper.records import from_ts_or_none as from_ts_or_none
@@ -34,11 +34,7 @@ def load_json(value: Any) -> Any:
     out a value an interface could not answer with."""
     if value is None or not isinstance(value, str):
         return value
-    return _speedups.read_stored_json(value, _read_within_bounds)
-
-
-def _read_within_bounds(text: str) -> Any:
-    return jsonenc.loads_within(text, MAX_JSON_DEPTH)
+    return jsonenc.loads_within(value, MAX_JSON_DEPTH)
 
 
 def encode_cursor(updated_at: str, session_id: str) -> str:

@@ -59,6 +59,7 @@ bench: setup services ## Benchmarks; results go to bench/results/ and docs/bench
 	$(BIN)/python bench/bench_http.py --workers 1,2
 	$(BIN)/python bench/bench_http.py --seconds 15 --workers 1,2,4 --name http-scaling
 	$(BIN)/python bench/layers_http.py
+	$(BIN)/python bench/bench_tracing.py
 
 clean:
 	rm -f demo.db demo.db-wal demo.db-shm

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "foundation",
         (
             "errors",
+            "_speedups",
             "jsonenc",
             "recent",
             "types",
@@ -41,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("storage", ("storage",)),
     ("cache", ("cache",)),
+    ("telemetry", ("telemetry",)),
     ("context", ("context",)),
     ("transfer", ("jsonl", "importers")),
     (

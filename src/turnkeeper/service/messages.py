@@ -27,8 +27,6 @@ from turnkeeper.types import (
     Session,
     SessionPatch,
     Usage,
-    build_draft,
-    build_new_message,
 )
 from turnkeeper.validation import check_message, check_non_negative, check_positive
 
@@ -77,7 +75,7 @@ class Messages:
             max_json_bytes=settings.max_json_bytes,
         )
         author = message.author
-        return build_draft(
+        return MessageDraft(
             id=message.id or new_id or str(uuid.uuid4()),
             role=role,
             content=message.content,
@@ -116,11 +114,17 @@ class Messages:
     ) -> Message:
         """Append one message. Appending an id that is already stored returns the stored
         message. With `expected_last_seq`, fails with `SeqConflict` if the session moved on."""
-        message = build_new_message(  # every field given: built without the frozen __init__
-            role=role, content=content, author=author, internal=internal, id=id,
-            metadata=metadata, usage=usage, tool_call_id=tool_call_id,
+        message = NewMessage(
+            role=role,
+            content=content,
+            author=author,
+            internal=internal,
+            id=id,
+            metadata=metadata,
+            usage=usage,
+            tool_call_id=tool_call_id,
             tool_calls=list(tool_calls) if tool_calls is not None else None,
-        )  # fmt: skip
+        )
         (stored,) = self.append_many(
             ref, [message], expected_last_seq=expected_last_seq, project=project
         )

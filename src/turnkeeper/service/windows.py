@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from turnkeeper import telemetry
 from turnkeeper.cache.windows import WindowCache
 from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
@@ -83,6 +84,7 @@ class Windows:
             )
         return limit - reserved
 
+    @telemetry.traced_build
     def context(
         self,
         ref: SessionRef,

@@ -68,7 +68,7 @@ async def count(url: str, pairs: int) -> dict[str, float]:
     from turnkeeper.apikeys import ApiKeys
     from turnkeeper.config import load_settings
     from turnkeeper.server.app import create_app
-    from turnkeeper.storage.postgres import PostgresStore
+    from turnkeeper.storage.sql.postgres import PostgresStore
 
     anyio.to_thread.run_sync = _inline_thread  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:

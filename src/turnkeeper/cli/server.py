@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from turnkeeper import telemetry
 from turnkeeper.cli.app import (
     DbOption,
     JsonOption,
@@ -85,6 +86,8 @@ def serve(
         f"  models: {'; '.join(settings.upstreams())}",
         err=True,
     )
+    # `main` configured tracing already; again now that logging shows a missing extra
+    telemetry.configure()
     run.serve(settings, sock, workers=workers)
 
 

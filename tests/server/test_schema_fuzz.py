@@ -29,7 +29,7 @@ def running(
     settings_ = service_settings(tmp_path_factory.mktemp("fuzz"), upstream_server[1])
     for service in start_service(settings_):
         with service.client("a") as alpha:
-            alpha.post("/v1/sessions", json={"key": "support-42", "subject": "bead-42"})
+            alpha.post("/v1/sessions", json={"key": "support-42", "subject": "ticket-42"})
             alpha.post(
                 "/v1/sessions/support-42/messages",
                 json={"role": "user", "content": "My order arrived broken."},

@@ -14,7 +14,7 @@
    migration runs (that is the backfill an upgrade does; its time is reported). Typical queries
    run in one project (a tenth of the corpus), repeated; p50 and p95 are reported.
 
-Not part of `make bench` (it takes several minutes: see the README). Results go to
+Not part of `make bench` (it takes several minutes: see docs/benchmarks.md). Results go to
 bench/results/search.md (`--appends-only`: section 1 alone, to bench/results/search-appends.md). The machine is shared and noisy: read the ratios.
 """
 

@@ -10,7 +10,7 @@ socket each costs the server a wake-up, a parse and an answer, and the service a
 the driver, so the count is what the store's share of a request's CPU follows. With
 `--against`, the same is counted for another checkout (a directory holding `src/`) or git
 revision, in its own process, on a line before this checkout's. Results in
-bench/results/http-roundtrips.md and the README's `bench:http-roundtrips` block.
+bench/results/http-roundtrips.md and docs/benchmarks.md's `bench:http-roundtrips` block.
 """
 
 from __future__ import annotations

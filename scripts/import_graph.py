@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "foundation",
         (
             "errors",
+            "_speedups",
             "jsonenc",
             "recent",
             "types",

@@ -31,6 +31,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from turnkeeper import _speedups
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.tokens import APPROX_ENCODING, EXACT_ENCODINGS
 from turnkeeper.types import StrategyName
@@ -81,14 +82,6 @@ _DATA_DIR_VARIABLES = ("XDG_DATA_HOME", "HOME", "USERPROFILE", "APPDATA", "LOCAL
 
 
 def _data_dir() -> Path:
-    return _user_data_dir(*(os.environ.get(name) for name in _DATA_DIR_VARIABLES))
-
-
-@functools.lru_cache(maxsize=8)
-def _user_data_dir(*variables: str | None) -> Path:
-    """The user's data directory, remembered per the values of `_DATA_DIR_VARIABLES` it is
-    derived from: every `turnkeeper.open()` of a SQLite file asks whether it is the default
-    one, and platformdirs costs a tenth of a millisecond per question."""
     return Path(platformdirs.user_data_dir(APP_NAME))
 
 
@@ -96,17 +89,6 @@ def default_config_path() -> Path:
     env = os.environ.get("TURNKEEPER_CONFIG")
     if env:
         return Path(env)
-    return _user_config_file(*(os.environ.get(name) for name in _CONFIG_DIR_VARIABLES))
-
-
-_CONFIG_DIR_VARIABLES = ("XDG_CONFIG_HOME", "HOME", "USERPROFILE", "APPDATA")
-"""What platformdirs derives the user's config directory from, on any platform."""
-
-
-@functools.lru_cache(maxsize=8)
-def _user_config_file(*variables: str | None) -> Path:
-    """The config file in the user's config directory (asked on every `turnkeeper.open()`,
-    so remembered per the values of `_CONFIG_DIR_VARIABLES` it is derived from)."""
     return Path(platformdirs.user_config_dir(APP_NAME)) / "turnkeeper.toml"
 
 
@@ -535,51 +517,37 @@ _LOADED: dict[Hashable, Settings] = {}
 _LOADED_MAX = 64
 
 
-def _environment() -> frozenset[tuple[Any, Any]]:
-    """The whole environment, hashable. Settings read unprefixed aliases too
-    (`TOKEN_STRATEGY`, in any case), so no variable can be left out of the key.
-
-    Iterating `os.environ` decodes every name and value (a third of a millisecond per
-    `turnkeeper.open()` on a typical environment). The mapping it keeps underneath (`_data`:
-    bytes on POSIX) holds the same entries, is updated by every `os.environ` change, and is
-    read without decoding; where it is missing, the decoded items are used."""
-    raw = getattr(os.environ, "_data", None)
-    if isinstance(raw, dict):
-        return frozenset(raw.items())
-    return frozenset(os.environ.items())
-
-
 @functools.lru_cache(maxsize=8)
-def _config_path_in(environment: frozenset[tuple[Any, Any]]) -> str:
-    """`default_config_path()` for the environment `environment` is a snapshot of (the
-    current one: asking it again costs five variable look-ups per `turnkeeper.open()`)."""
-    return str(default_config_path())
+def _config_path_in(environment: Hashable) -> Path:
+    """`default_config_path()` in the environment `environment` is a snapshot of (the current
+    one): it derives from the environment alone, so it is worked out once per environment."""
+    return default_config_path()
 
 
 def _sources_key(clean: dict[str, Any]) -> Hashable | None:
-    """Everything a `Settings` is built from: the overrides, the whole environment (the
-    `TURNKEEPER_*` variables, and those the default paths derive from) and the config file's
-    identity (path, size, modification time). None when an override is not hashable."""
-    environment = _environment()
+    """Everything a `Settings` is built from: the overrides, the whole environment (settings
+    read unprefixed aliases too, in any case, so no variable can be left out) and the config
+    file's identity (path, size, modification time). None when an override is not
+    hashable."""
+    environment = _speedups.environment_snapshot()
     path = _config_path_in(environment)
     try:
-        stat = os.stat(path)
+        stat = path.stat()
         file: tuple[Any, ...] = (path, stat.st_size, stat.st_mtime_ns)
     except OSError:
         file = (path,)
     try:
-        key = (environment, frozenset(clean.items()), file)  # hashes every override
-    except TypeError:  # a list, say
+        return (environment, frozenset(clean.items()), file)
+    except TypeError:  # an override that is a list, say
         return None
-    return key
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Build the settings, turning validation errors into `InvalidConfig` naming the key.
 
-    Building them from the environment costs pydantic-settings about a millisecond (most of a
-    `turnkeeper.open()`), so settings built from the same overrides, environment and config
-    file are built once per process; each caller gets its own copy."""
+    Settings built from the same overrides, environment and config file are built once per
+    process (pydantic-settings would otherwise do most of a `turnkeeper.open()`'s work
+    again); each caller gets its own copy."""
     clean = _new_names({name: value for name, value in overrides.items() if value is not None})
     key = _sources_key(clean)
     loaded = _LOADED.get(key) if key is not None else None

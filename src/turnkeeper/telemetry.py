@@ -349,7 +349,6 @@ _REQUEST_ATTRIBUTES = {
     "top_p": "gen_ai.request.top_p",
     "frequency_penalty": "gen_ai.request.frequency_penalty",
     "presence_penalty": "gen_ai.request.presence_penalty",
-    "seed": "gen_ai.request.seed",
 }
 
 

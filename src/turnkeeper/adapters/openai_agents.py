@@ -5,7 +5,7 @@ Rule: one SDK item is one turnkeeper message. The message is what a person readi
 (or turnkeeper's context builder) expects — user/assistant/system text, a function call as an
 assistant tool call, its output as a tool message, reasoning and hosted-tool items as internal
 assistant notes — and its metadata holds the item's JSON text exactly as the SDK's own
-`SQLiteSession` stores it (`json.dumps`, here `turnkeeper.jsonenc.dumps`: the same text), so the SDK gets back the very item it stored, keys in
+`SQLiteSession` stores it (`json.dumps`), so the SDK gets back the very item it stored, keys in
 the same order. Messages that other writers appended to the same session (without that
 metadata) are offered to the SDK as the equivalent items.
 
@@ -36,7 +36,6 @@ from turnkeeper.types import (
     Role,
     Session,
     StrategyName,
-    build_new_message,
 )
 from turnkeeper.validation import window_budget
 
@@ -333,10 +332,7 @@ def item_to_message(item: TResponseInputItem) -> NewMessage:
     role = raw.get("role")
     if kind == "message" and role in _ROLES:  # most items: built here, without `_message`
         text = content_text(raw.get("content")) or f"[empty {role} message]"
-        return build_new_message(
-            role=_ROLES[role], content=text, author=None, internal=False, id=None, usage=None,
-            tool_calls=None, tool_call_id=None, metadata=metadata,
-        )  # fmt: skip
+        return NewMessage(role=_ROLES[role], content=text, metadata=metadata)
     if kind in ("function_call", "custom_tool_call") and raw.get("call_id"):
         call = {
             "id": raw["call_id"],
@@ -362,12 +358,15 @@ def _message(
     tool_calls: list[JSONObject] | None = None,
     tool_call_id: str | None = None,
 ) -> NewMessage:
-    """`NewMessage(…)` of an item, built directly (`build_new_message`): one per item of
-    every `add_items`, a large one included."""
-    return build_new_message(
-        role=role, content=content, author=None, internal=internal, id=None, usage=None,
-        tool_calls=tool_calls, tool_call_id=tool_call_id, metadata=metadata,
-    )  # fmt: skip
+    """The `NewMessage` of an item."""
+    return NewMessage(
+        role=role,
+        content=content,
+        internal=internal,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        metadata=metadata,
+    )
 
 
 def message_to_items(message: Message) -> list[TResponseInputItem]:

@@ -27,8 +27,6 @@ from turnkeeper.types import (
     Session,
     SessionPatch,
     Usage,
-    build_draft,
-    build_new_message,
 )
 from turnkeeper.validation import check_message, check_non_negative, check_positive
 
@@ -74,12 +72,12 @@ class Messages(Core):
             max_json_bytes=settings.max_json_bytes,
         )
         author = message.author
-        return build_draft(
+        return MessageDraft(
             id=message.id or new_id or str(uuid.uuid4()),
             role=role,
             content=message.content,
             tokens=counter.count_message(
-                role._value_,  # `.value` is an enum property: a cost per message
+                role.value,
                 message.content,
                 name=wire_name(role, author) if author else None,
                 tool_calls=tool_calls,
@@ -113,11 +111,17 @@ class Messages(Core):
     ) -> Message:
         """Append one message. Appending an id that is already stored returns the stored
         message. With `expected_last_seq`, fails with `SeqConflict` if the session moved on."""
-        message = build_new_message(  # every field given: built without the frozen __init__
-            role=role, content=content, author=author, internal=internal, id=id,
-            metadata=metadata, usage=usage, tool_call_id=tool_call_id,
+        message = NewMessage(
+            role=role,
+            content=content,
+            author=author,
+            internal=internal,
+            id=id,
+            metadata=metadata,
+            usage=usage,
+            tool_call_id=tool_call_id,
             tool_calls=list(tool_calls) if tool_calls is not None else None,
-        )  # fmt: skip
+        )
         (stored,) = self.append_many(
             ref, [message], expected_last_seq=expected_last_seq, project=project
         )

@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 PORT ?= 8000
 DB   ?= sqlite:///$(CURDIR)/demo.db
 
-.PHONY: run test test-long bench lint typecheck setup services chromium clean
+.PHONY: run test test-long bench lint typecheck docs setup services chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,26 +37,30 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+docs: setup ## The documentation site in site/; --strict: a broken link or anchor fails the build
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 services: ## Start PostgreSQL and Redis if they are installed and down (tolerates their absence)
 	@sh scripts/services.sh
 
 chromium: ## The system Chromium the browser tests drive (installed with apt-get when missing)
 	@sh scripts/chromium.sh
 
-test: lint typecheck services chromium ## Lint, type-check and run the whole test suite
+test: lint typecheck docs services chromium ## Lint, type-check, build the docs, run the tests
 	$(BIN)/python -m pytest -q
 
 test-long: setup services ## The model-based test of the public API, long random profile, every backend
 	TK_STATEFUL_PROFILE=long $(BIN)/python -m pytest -q tests/promise/test_stateful.py
 
-bench: setup services ## Benchmarks; results go to bench/results/ and the README table
+bench: setup services ## Benchmarks; results go to bench/results/ and docs/benchmarks.md
 	$(BIN)/python bench/bench_sqlite.py
 	$(BIN)/python bench/bench_shared.py
 	$(BIN)/python bench/bench_replicas.py
 	$(BIN)/python bench/bench_http.py --workers 1,2
 	$(BIN)/python bench/bench_http.py --seconds 15 --workers 1,2,4 --name http-scaling
 	$(BIN)/python bench/layers_http.py
+	$(BIN)/python bench/bench_tracing.py
 
 clean:
 	rm -f demo.db demo.db-wal demo.db-shm
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis test-artifacts
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis test-artifacts site

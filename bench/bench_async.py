@@ -17,7 +17,7 @@ the order alternating), so both see the same neighbours' load; the schemas are d
 afterwards. Reported per side: turns/s, p50/p99 of a turn, and the worker's CPU time per turn.
 With `--redis` each side sets `redis_url` (Redis and the in-process LRU in front of the store).
 Without `--against` this checkout is measured alone. Results go to bench/results/async.md (or
-async-redis.md) and between the README's `bench:async` markers. The machine is shared and
+async-redis.md) and between docs/benchmarks.md's `bench:async` markers. The machine is shared and
 noisy: read the ratio, measured in one run.
 """
 
@@ -165,7 +165,7 @@ def main() -> None:
         url, tasks, redis = sys.argv[2:5]
         asyncio.run(serve(url, int(tasks), redis == "redis"))
         return
-    from bench_http import publish, source_at  # the README block writer, a revision's source
+    from bench_http import publish, source_at  # the benchmarks page writer, a revision's source
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", help="a git revision to compare with (e.g. main)")

@@ -20,12 +20,12 @@ With `--against REV` (e.g. `main`) turnkeeper as of that git revision is served 
 same load on the line before this checkout's: a before/after pair from one run.
 
 With `--message-bytes N` every appended message is N bytes: a test of the server's memory bound
-(results in bench/results/http-memory.md and the README's `bench:http-memory` block).
+(results in bench/results/http-memory.md and docs/benchmarks.md's `bench:http-memory` block).
 
 Backends: the embedded SQLite default (WAL, synchronous=FULL: every append reaches the disk),
 and PostgreSQL when `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test database on 127.0.0.1)
 is reachable, in a schema of its own dropped afterwards. Results go to bench/results/NAME.md
-and into the README between the `bench:NAME` markers (NAME: `--name`, default http).
+and into docs/benchmarks.md between the `bench:NAME` markers (NAME: `--name`, default http).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from turnkeeper.apikeys import ApiKeys
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "http.md"
-README = ROOT / "README.md"
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"  # the docs page holding the tables
 TEXT = "Where should we eat near Alfama tonight? We are vegetarian and like quiet places. "
 
 
@@ -392,7 +392,9 @@ def main() -> None:
     )
     parser.add_argument("--note", default="", help="Load conditions to record with the table.")
     parser.add_argument(
-        "--name", default="http", help="Results file and README block: bench/results/NAME.md"
+        "--name",
+        default="http",
+        help="Results file and docs/benchmarks.md block: bench/results/NAME.md",
     )
     args = parser.parse_args()
     seconds = 10.0 if args.quick else args.seconds
@@ -464,18 +466,18 @@ def main() -> None:
 
 
 def publish(name: str, report: str) -> None:
-    """Print `report`, write it to bench/results/NAME.md and between the README's `bench:NAME`
-    markers (other benchmarks import this)."""
+    """Print `report`, write it to bench/results/NAME.md and between the `bench:NAME` markers of
+    docs/benchmarks.md (other benchmarks import this)."""
     print(report)
     results = RESULTS.with_name(f"{name}.md")
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(report, encoding="utf-8")
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    text = README.read_text(encoding="utf-8")
+    text = BENCHMARKS_PAGE.read_text(encoding="utf-8")
     if start in text and end in text:
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
-        README.write_text(f"{head}{start}\n{report}{end}{tail}", encoding="utf-8")
+        BENCHMARKS_PAGE.write_text(f"{head}{start}\n{report}{end}{tail}", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ shared server is never touched) and `turnkeeper serve` on it, with the default s
    time of `/healthz` while 60 requests wait for connections, and, after the database is
    started again, the time from its start to the first 200.
 
-Results go to bench/results/outage.md and the README between the `bench:outage` markers.
+Results go to bench/results/outage.md and docs/benchmarks.md between the `bench:outage` markers.
 """
 
 from __future__ import annotations

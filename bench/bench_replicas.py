@@ -22,7 +22,7 @@ Each client owns one session, which starts with `--history` messages.
    context build (`pg_stat_user_tables`; each append's idempotency lookup is one of them, the
    same in both rows).
 
-Results go to bench/results/replicas.md and into the README between the `bench:replicas`
+Results go to bench/results/replicas.md and into docs/benchmarks.md between the `bench:replicas`
 markers. The numbers are ratios measured in one run: a loaded machine gives different ones.
 """
 
@@ -50,7 +50,7 @@ from turnkeeper.types import NewMessage
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "replicas.md"
-README = ROOT / "README.md"
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"  # the docs page holding the tables
 TEXT = "Where should we eat near Alfama tonight? We are vegetarian and like quiet places. "
 PROJECT = "bench"
 CONTEXT = "context?strategy=sliding_window&budget_tokens=2000"
@@ -271,10 +271,12 @@ def main() -> None:
     print(report)
     RESULTS.write_text(report + "\n", encoding="utf-8")
     start, end = "<!-- bench:replicas -->", "<!-- /bench:replicas -->"
-    text = README.read_text(encoding="utf-8")
+    text = BENCHMARKS_PAGE.read_text(encoding="utf-8")
     if start in text and end in text:
         head, rest = text.split(start, 1)
-        README.write_text(f"{head}{start}\n{report}\n{end}{rest.split(end, 1)[1]}", "utf-8")
+        BENCHMARKS_PAGE.write_text(
+            f"{head}{start}\n{report}\n{end}{rest.split(end, 1)[1]}", "utf-8"
+        )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@
    migration runs (that is the backfill an upgrade does; its time is reported). Typical queries
    run in one project (a tenth of the corpus), repeated; p50 and p95 are reported.
 
-Not part of `make bench` (it takes several minutes: see the README). Results go to
+Not part of `make bench` (it takes several minutes: see docs/benchmarks.md). Results go to
 bench/results/search.md (`--appends-only`: section 1 alone, to bench/results/search-appends.md). The machine is shared and noisy: read the ratios.
 """
 
@@ -35,8 +35,8 @@ from pathlib import Path
 
 from turnkeeper.config import load_settings
 from turnkeeper.service import Turnkeeper
-from turnkeeper.storage.migrations import MIGRATIONS
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.schema import MIGRATIONS
+from turnkeeper.storage.sql.sqlite import SQLiteStore
 
 RESULTS = Path(__file__).parent / "results" / "search.md"
 APPENDS_RESULTS = RESULTS.with_name("search-appends.md")
@@ -189,7 +189,7 @@ def catch_up_costs(root: Path, sizes: list[int]) -> list[str]:
 def postgres_appends(count: int, round_size: int = 50) -> list[str]:
     """PostgreSQL's generated `tsvector` under a GIN index is computed by the append's INSERT:
     turnkeeper on the schema before the index and on today's, taking turns in rounds."""
-    from turnkeeper.storage.postgres import PostgresStore
+    from turnkeeper.storage.sql.postgres import PostgresStore
 
     settings = load_settings(database_url="sqlite:///unused.db")
     urls = [postgres_schema_url(), postgres_schema_url()]
@@ -293,7 +293,7 @@ def fill_sqlite_at(path: str, messages: int, sessions: int) -> None:
 def fill_postgres(url: str, messages: int, sessions: int) -> None:
     import psycopg
 
-    from turnkeeper.storage.postgres import PostgresStore
+    from turnkeeper.storage.sql.postgres import PostgresStore
 
     PostgresStore(url, target_version=BEFORE_SEARCH).close()
     with psycopg.connect(url) as conn, conn.cursor() as cur:
@@ -436,7 +436,7 @@ def postgres_schema_url() -> Iterator[str]:
 def open_store_at_latest(url: str) -> Callable[[], object]:
     """Opening the store at the latest schema runs the index migration (timed by the caller)."""
     if url.startswith("postgresql://"):
-        from turnkeeper.storage.postgres import PostgresStore
+        from turnkeeper.storage.sql.postgres import PostgresStore
 
         return lambda: PostgresStore(url)
     return lambda: SQLiteStore(f"sqlite:///{url}")

@@ -16,7 +16,7 @@ runs per backend:
 
 It reports p5's append latency (median, p95, errors) in each run, the searches' outcomes, and
 the ratio of the median append latency unbounded / bounded. Results go to
-bench/results/search-load.md and the README between the `bench:search-load` markers. The machine
+bench/results/search-load.md and docs/benchmarks.md between the `bench:search-load` markers. The machine
 is shared and noisy: read the ratios.
 """
 

@@ -15,8 +15,8 @@ without Redis, and the cache hit ratio of a repeated-read workload.
    sometimes appends to them (each append makes the next read of that session a miss).
 
 Everything runs in a schema of its own in `$TURNKEEPER_BENCH_POSTGRES_URL` (default: the test
-database on 127.0.0.1), dropped afterwards. Results go to bench/results/shared.md and into the
-README between the `bench:shared` markers.
+database on 127.0.0.1), dropped afterwards. Results go to bench/results/shared.md and into
+docs/benchmarks.md between the `bench:shared` markers.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from turnkeeper.types import NewMessage
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "shared.md"
-README = ROOT / "README.md"
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"  # the docs page holding the tables
 POSTGRES = os.environ.get(
     "TURNKEEPER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
@@ -244,7 +244,7 @@ def main() -> None:
     parser.add_argument(
         "--appends-only",
         action="store_true",
-        help="only the append table, to bench/results/shared-appends.md (no README update)",
+        help="only the append table, to bench/results/shared-appends.md (no docs/benchmarks.md update)",
     )
     args = parser.parse_args()
     rounds, cores = args.rounds, os.cpu_count() or 1
@@ -340,7 +340,7 @@ def main() -> None:
             ]
     report = "\n".join(lines) + "\n"
     print(report)
-    if args.appends_only:  # its own file: the README keeps the full run's tables
+    if args.appends_only:  # its own file: docs/benchmarks.md keeps the full run's tables
         RESULTS.with_name("shared-appends.md").write_text(report, encoding="utf-8")
         return
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -356,11 +356,11 @@ def _server_version() -> str:
 
 def _update_readme(report: str) -> None:
     start, end = "<!-- bench:shared -->", "<!-- /bench:shared -->"
-    text = README.read_text(encoding="utf-8")
+    text = BENCHMARKS_PAGE.read_text(encoding="utf-8")
     if start in text and end in text:
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
-        README.write_text(f"{head}{start}\n{report}{end}{tail}", encoding="utf-8")
+        BENCHMARKS_PAGE.write_text(f"{head}{start}\n{report}{end}{tail}", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """What each layer of the HTTP service costs per request: the app driven in-process, one request
-at a time, under cProfile; results in bench/results/http-layers.md and the README's
+at a time, under cProfile; results in bench/results/http-layers.md and docs/benchmarks.md's
 `bench:http-layers` block.
 
     python bench/layers_http.py [--requests 400]

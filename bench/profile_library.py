@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import turnkeeper
-from turnkeeper.storage import sql
-from turnkeeper.storage.migrations import MIGRATIONS
+from turnkeeper.storage.sql import queries as sql
+from turnkeeper.storage.sql.schema import MIGRATIONS
 from turnkeeper.tokens import counter_for
 from turnkeeper.types import NewMessage
 

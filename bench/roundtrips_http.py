@@ -10,7 +10,7 @@ socket each costs the server a wake-up, a parse and an answer, and the service a
 the driver, so the count is what the store's share of a request's CPU follows. With
 `--against`, the same is counted for another checkout (a directory holding `src/`) or git
 revision, in its own process, on a line before this checkout's. Results in
-bench/results/http-roundtrips.md and the README's `bench:http-roundtrips` block.
+bench/results/http-roundtrips.md and docs/benchmarks.md's `bench:http-roundtrips` block.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def count(url: str, pairs: int) -> dict[str, float]:
     from turnkeeper.apikeys import ApiKeys
     from turnkeeper.config import load_settings
     from turnkeeper.server.app import create_app
-    from turnkeeper.storage.postgres import PostgresStore
+    from turnkeeper.storage.sql.postgres import PostgresStore
 
     anyio.to_thread.run_sync = _inline_thread  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:

@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("storage", ("storage",)),
     ("cache", ("cache",)),
+    ("telemetry", ("telemetry",)),
     ("context", ("context",)),
     ("transfer", ("jsonl", "importers")),
     (

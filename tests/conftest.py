@@ -27,7 +27,7 @@ import pytest
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.sqlite import SQLiteStore
 
 # Never read the developer's own config file during tests.
 os.environ["TURNKEEPER_CONFIG"] = os.devnull
@@ -143,7 +143,7 @@ def open_test_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path
         return InMemoryStore()
     if backend == "sqlite":
         return make_sqlite_store(tmp_path / "contract.db")
-    from turnkeeper.storage.postgres import PostgresStore
+    from turnkeeper.storage.sql.postgres import PostgresStore
 
     url = request.getfixturevalue("postgres_url")
     store: Store = PostgresStore(url, min_size=1, max_size=4)

@@ -119,7 +119,7 @@ def two_replicas(
     if request.param == "sqlite":
         stores = [make_sqlite_store(tmp_path / "shared.db") for _ in range(2)]
     else:
-        from turnkeeper.storage.postgres import PostgresStore
+        from turnkeeper.storage.sql.postgres import PostgresStore
 
         url = request.getfixturevalue("postgres_url")
         stores = [PostgresStore(url) for _ in range(2)]

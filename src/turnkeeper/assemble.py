@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turnkeeper import telemetry
 from turnkeeper.cache.store import cached
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.service import Turnkeeper
@@ -21,8 +22,9 @@ __all__ = ["open_service", "open_store", "settings_for"]
 def open_store(url: str, settings: Settings) -> Store:
     """The backend a URL names, behind the configured caches (`lru_size` sessions in process,
     and Redis when `redis_url` is set). The caches implement the same contract, including the
-    backend's `exclusive_lock`."""
-    backend = open_backend(url, settings)
+    backend's `exclusive_lock`. When something is traced, each call of the backend is a span
+    (`turnkeeper.telemetry`)."""
+    backend = telemetry.traced_store(open_backend(url, settings))
     if settings.lru_size == 0 and settings.redis_url is None:
         return backend
     try:

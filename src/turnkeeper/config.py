@@ -41,7 +41,8 @@ DEFAULT_SUMMARY_PROMPT = (
     "Summarize this conversation history in 2-3 sentences. "
     "Focus on what the user asked about and what was recommended."
 )
-"""The anonymous chat planner's summary prompt, the default of `summary_prompt`."""
+"""The default of `summary_prompt`: a summary of two or three sentences (docs/compatibility.md
+says where it came from)."""
 
 _STRATEGY_ALIASES = {"summarization": "summarize", "sliding": "sliding_window"}
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([dhms]|ms)\s*)+$")

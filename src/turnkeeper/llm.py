@@ -14,6 +14,9 @@ Transient failures (429, 5xx, a refused connection) are retried here a bounded n
 (`llm_max_retries`) with exponential backoff, or after the upstream's own `Retry-After` when it
 sends one that fits in `llm_timeout`. A timeout is not retried: the caller has waited enough.
 A stream is retried only while opening, before anything was relayed.
+
+Each call (its retries included) is a `chat {model}` span when tracing is configured
+(`turnkeeper.telemetry`), ended when the answer is whole: for a stream, at its last chunk.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from turnkeeper import metrics
+from turnkeeper import metrics, telemetry
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig, UpstreamError, UpstreamTimeout
 from turnkeeper.types import Usage
@@ -148,13 +151,28 @@ class LLMClient:
 
     def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A whole chat completion: the upstream's JSON object, as it sent it."""
-        return self._with_retries(lambda: self._complete_once(body))
+        call = telemetry.chat_call(body, self.base_url, stream=False)
+        try:
+            data = self._with_retries(lambda: self._complete_once(body))
+        except BaseException as exc:
+            call.failed(exc)
+            raise
+        call.answered(data)
+        call.end()
+        return data
 
     def stream(self, body: Mapping[str, Any]) -> ChatStream:
         """Open a streaming completion. Returns once the upstream has accepted the request
         (so a refusal or an unreachable endpoint is raised here, before anything is sent to
         the caller); iterate the result for the chunks and close it when done."""
-        return self._with_retries(lambda: self._stream_once(body))
+        call = telemetry.chat_call(body, self.base_url, stream=True)
+        try:
+            opened = self._with_retries(lambda: self._stream_once(body))
+        except BaseException as exc:
+            call.failed(exc)
+            raise
+        opened.traced = call
+        return opened
 
     def _complete_once(self, body: Mapping[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
@@ -233,6 +251,8 @@ class ChatStream:
     def __init__(self, response: httpx.Response, done: Callable[[str], None]) -> None:
         self._response = response
         self._done = done
+        self.traced: telemetry.ChatCall | telemetry.Untraced = telemetry.UNTRACED
+        """The call's span, told each chunk and ended with the stream."""
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         outcome = "bad_response"
@@ -249,20 +269,33 @@ class ChatStream:
                     raise UpstreamError("the upstream sent an event that is not JSON") from None
                 if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
                     raise UpstreamError(f"the upstream failed while streaming: {chunk['error']}")
+                self.traced.chunk(chunk)
                 yield chunk
             outcome = "ok"
         except httpx.TimeoutException:
             outcome = "timeout"
-            raise UpstreamTimeout("the upstream model stopped answering mid-stream") from None
+            failure: BaseException = UpstreamTimeout(
+                "the upstream model stopped answering mid-stream"
+            )
+            self.traced.failed(failure)
+            raise failure from None
         except httpx.HTTPError as exc:
             outcome = "unreachable"
-            raise UpstreamError(f"the upstream connection broke mid-stream: {exc}") from None
+            failure = UpstreamError(f"the upstream connection broke mid-stream: {exc}")
+            self.traced.failed(failure)
+            raise failure from None
+        except GeneratorExit:  # the reader stopped early: not the upstream's failure
+            raise
+        except BaseException as exc:
+            self.traced.failed(exc)
+            raise
         finally:
             self.close()
             self._done(outcome)
 
     def close(self) -> None:
         self._response.close()
+        self.traced.end()
 
 
 @dataclass

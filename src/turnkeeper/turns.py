@@ -34,6 +34,7 @@ when its client stops reading (a client that timed out and retries gets it).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import hashlib
 import queue
@@ -500,8 +501,10 @@ class TurnStream:
         self._failure: BaseException | None = None
         self._cancelled = False
         if upstream is not None:
+            # in the request's context: its log fields and trace span carry over to the writes
+            context = contextvars.copy_context()
             reader = threading.Thread(
-                target=self._answer, args=(turns, upstream, started), daemon=True,
+                target=context.run, args=(self._answer, turns, upstream, started), daemon=True,
                 name="turnkeeper-turn-stream",
             )  # fmt: skip
             reader.start()

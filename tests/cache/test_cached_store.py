@@ -25,7 +25,7 @@ from turnkeeper.cache.redis_cache import RedisCache
 from turnkeeper.config import Settings
 from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
-from turnkeeper.storage.postgres import PostgresStore
+from turnkeeper.storage.sql.postgres import PostgresStore
 
 
 def metric(name: str, **labels: str) -> float:

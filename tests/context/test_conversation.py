@@ -22,7 +22,7 @@ from turnkeeper.errors import BackendUnavailable
 from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.sqlite import SQLiteStore
 from turnkeeper.types import Message, NewMessage, Session
 
 

@@ -74,3 +74,19 @@ def test_no_source_at_all_is_a_usage_error(cli: Cli) -> None:
     result = cli("import")
     assert result.exit_code == 2
     assert "missing FILE" in result.stderr
+
+
+def test_session_files_is_the_documented_name_and_the_older_one_stays_accepted(cli: Cli) -> None:
+    tree = str(FIXTURES / "dagent")
+    documented = cli.json("import", "--from", "session-files", tree, "--dry-run")
+    older = cli.json("import", "--from", "dagent", tree, "--dry-run")
+    assert documented == older and documented["sessions_created"] == 3
+    shown = cli.ok("import", "--help").stdout
+    assert "session-files" in shown and "dagent" not in shown
+
+
+def test_an_unknown_source_is_a_usage_error_listing_the_documented_ones(cli: Cli) -> None:
+    result = cli("import", "--from", "nope", str(GOOD_JSONL))
+    assert result.exit_code == 2
+    assert "jsonl, session-files, conversation-contexts" in result.stderr
+    assert "dagent" not in result.stderr

@@ -36,6 +36,9 @@ class Upstream:
     """When set, each request is recorded, then answered only once the event is set."""
     stream_gate: threading.Event | None = None
     """When set, a streamed answer sends its first chunk, then the rest once the event is set."""
+    cached_tokens: int | None = None
+    """When set, `usage` says this many prompt tokens came from the provider's cache
+    (`prompt_tokens_details.cached_tokens`, as OpenAI reports it)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -45,17 +48,20 @@ class Upstream:
         text = content if isinstance(content, str) else json.dumps(content)
         return f"reply {len(self.requests)} to: {text}"
 
-    def usage_for(self, body: dict[str, Any], reply: str) -> dict[str, int]:
+    def usage_for(self, body: dict[str, Any], reply: str) -> dict[str, Any]:
         prompt = sum(len(str(m.get("content", ""))) // 4 + 3 for m in body["messages"])
         completion = len(reply.split())
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
 
-def completion(body: dict[str, Any], reply: str, usage: dict[str, int]) -> dict[str, Any]:
+def completion(body: dict[str, Any], reply: str, usage: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",

@@ -17,8 +17,8 @@ import pytest
 
 from tests.conftest import open_test_store
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.storage import sql_store
-from turnkeeper.storage.sql_store import SQLStore
+from turnkeeper.storage.sql import store as sql_store
+from turnkeeper.storage.sql.store import SQLStore
 from turnkeeper.testing.values import LATER, NOW, draft, new_session
 from turnkeeper.types import Message, MessageDraft, Role, SessionStatus, Usage
 

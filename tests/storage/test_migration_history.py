@@ -1,8 +1,9 @@
 """One migration history for both SQL backends, proved against databases the shipped code made.
 
 The dumps under `fixtures/` were made by the migrations as they shipped (one per version and
-backend, with a few rows of data; PostgreSQL's in the one-lower numbering it used before the
-histories were merged). Today's code must upgrade each to the latest version with the data
+backend, with a few rows of data; PostgreSQL's from step 7 on, the first it recorded in the
+one numbering both backends share; an older PostgreSQL schema is proved by the fresh database,
+which runs every step). Today's code must upgrade each to the latest version with the data
 intact and a schema equal to a fresh database's. A shipped step's DDL is pinned by checksum, so
 editing it (rather than adding a step) fails here.
 """
@@ -21,11 +22,11 @@ import pytest
 
 from tests.conftest import postgres_schema
 from turnkeeper.errors import BackendUnavailable
-from turnkeeper.storage.migrations import LATEST_VERSION, MIGRATIONS
-from turnkeeper.storage.postgres import PostgresStore
 from turnkeeper.storage.search import SearchFilter, SearchStore, parse_query
-from turnkeeper.storage.sql_store import SQLStore
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.postgres import PostgresStore
+from turnkeeper.storage.sql.schema import LATEST_VERSION, MIGRATIONS
+from turnkeeper.storage.sql.sqlite import SQLiteStore
+from turnkeeper.storage.sql.store import SQLStore
 from turnkeeper.types import MessageDraft, NewSession, Role
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,8 +59,8 @@ SHIPPED = [
 """(version, name, checksum of the SQLite DDL, of the PostgreSQL DDL) of every shipped step.
 Add a row for a new step once it ships; never change one."""
 
-SHARED_VERSION_OF_OLD_POSTGRES = {1: 2, 2: 3, 3: 4, 4: 5, 5: 6}
-"""PostgreSQL's step 1 held the DDL of shared steps 1 and 2; every later step moved one up."""
+FIRST_POSTGRES_DUMP = 7
+"""The first step a PostgreSQL database recorded in the shared numbering (and has a dump)."""
 
 
 def _checksum(statements: tuple[str, ...]) -> str:
@@ -135,10 +136,9 @@ def _dumps(prefix: str) -> dict[str, int]:
 
 def test_every_shipped_version_has_its_frozen_dumps() -> None:
     assert sorted(_dumps("sqlite_v").values()) == list(range(1, len(SHIPPED) + 1))
-    legacy = set(_dumps("postgres_legacy_v").values())
-    shared = set(_dumps("postgres_v").values())
-    covered = {SHARED_VERSION_OF_OLD_POSTGRES[v] for v in legacy} | shared
-    assert sorted(covered) == list(range(2, len(SHIPPED) + 1))  # PostgreSQL began at 2
+    assert sorted(_dumps("postgres_v").values()) == list(
+        range(FIRST_POSTGRES_DUMP, len(SHIPPED) + 1)
+    )
 
 
 @pytest.mark.parametrize("dump", _dumps("sqlite_v"))
@@ -202,24 +202,14 @@ def fresh_postgres(postgres_server: str) -> Iterator[str]:
         yield url
 
 
-POSTGRES_DUMPS = {
-    **{
-        name: (v, SHARED_VERSION_OF_OLD_POSTGRES[v])
-        for name, v in _dumps("postgres_legacy_v").items()
-    },
-    **{name: (v, v) for name, v in _dumps("postgres_v").items()},
-}
-"""Each PostgreSQL dump: (the version it records, that version in the shared numbering)."""
-
-
-@pytest.mark.parametrize("dump", POSTGRES_DUMPS)
+@pytest.mark.parametrize("dump", _dumps("postgres_v"))
 def test_a_postgres_database_of_every_shipped_version_upgrades_to_the_fresh_schema(
     postgres_url: str, fresh_postgres: str, dump: str
 ) -> None:
-    recorded, version = POSTGRES_DUMPS[dump]
+    version = _dumps("postgres_v")[dump]
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute((FIXTURES / dump).read_text().encode())
-    assert _recorded_postgres(postgres_url)[-1][0] == recorded
+    assert _recorded_postgres(postgres_url)[-1][0] == version
 
     store = PostgresStore(postgres_url)
     try:
@@ -228,17 +218,6 @@ def test_a_postgres_database_of_every_shipped_version_upgrades_to_the_fresh_sche
     finally:
         store.close()
     assert _postgres_schema(postgres_url) == _postgres_schema(fresh_postgres)
-    assert _recorded_postgres(postgres_url) == [(m.version, m.name) for m in MIGRATIONS]
-
-
-def test_a_renumbered_postgres_database_is_not_renumbered_again(postgres_url: str) -> None:
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute((FIXTURES / "postgres_legacy_v3.sql").read_text().encode())
-    PostgresStore(postgres_url, target_version=5).close()
-    assert [v for v, _ in _recorded_postgres(postgres_url)] == [1, 2, 3, 4, 5]
-    store = PostgresStore(postgres_url)
-    assert store.schema_version() == LATEST_VERSION
-    store.close()
     assert _recorded_postgres(postgres_url) == [(m.version, m.name) for m in MIGRATIONS]
 
 

@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import postgres_schema
 from turnkeeper import open as open_turnkeeper
 from turnkeeper.errors import BackendUnavailable
-from turnkeeper.storage.postgres import PostgresStore
+from turnkeeper.storage.sql.postgres import PostgresStore
 from turnkeeper.types import MessageDraft, NewSession, Role
 
 WRITERS = 8

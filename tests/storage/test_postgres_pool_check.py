@@ -22,7 +22,7 @@ from tests.conftest import run_async
 from turnkeeper import AsyncTurnkeeper, BackendUnavailable, Turnkeeper
 from turnkeeper.config import load_settings
 from turnkeeper.service.aio import Workers
-from turnkeeper.storage.postgres import PostgresStore
+from turnkeeper.storage.sql.postgres import PostgresStore
 
 POOL = 8  # the default `postgres_pool_size`
 

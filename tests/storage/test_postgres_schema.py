@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from turnkeeper.errors import BackendUnavailable, InvalidInput
-from turnkeeper.storage.migrations import LATEST_VERSION, MIGRATIONS
-from turnkeeper.storage.postgres import PostgresStore, redact
+from turnkeeper.storage.sql.postgres import PostgresStore, redact
+from turnkeeper.storage.sql.schema import LATEST_VERSION, MIGRATIONS
 from turnkeeper.types import MessageDraft, NewSession, Role
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ import pytest
 
 import turnkeeper
 from turnkeeper.errors import InvalidConfig
-from turnkeeper.storage.postgres import search_path
+from turnkeeper.storage.sql.postgres import search_path
 
 
 def _with_search_path(server_url: str, path: str) -> str:

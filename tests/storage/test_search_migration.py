@@ -10,8 +10,8 @@ from pathlib import Path
 from turnkeeper.config import load_settings
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
-from turnkeeper.storage.migrations import MIGRATIONS
 from turnkeeper.storage.search import SearchStore
+from turnkeeper.storage.sql.schema import MIGRATIONS
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 (SEARCH_STEP,) = [m.version for m in MIGRATIONS if m.name == "full-text search of message content"]
@@ -37,7 +37,7 @@ def _upgrade_finds_old_messages(open_store: Callable[[int | None], Store], tmp_p
 
 
 def test_a_sqlite_database_from_before_the_index_is_indexed_on_upgrade(tmp_path: Path) -> None:
-    from turnkeeper.storage.sqlite import SQLiteStore
+    from turnkeeper.storage.sql.sqlite import SQLiteStore
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
 
@@ -52,7 +52,7 @@ def test_a_sqlite_database_from_before_the_index_is_indexed_on_upgrade(tmp_path:
 def test_a_postgres_database_from_before_the_index_is_indexed_on_upgrade(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    from turnkeeper.storage.postgres import PostgresStore
+    from turnkeeper.storage.sql.postgres import PostgresStore
 
     def open_store(version: int | None) -> Store:
         if version is None:

@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import open_test_store
 from turnkeeper.errors import Conflict
-from turnkeeper.storage import sql
-from turnkeeper.storage.sql_store import SQLStore
+from turnkeeper.storage.sql import queries
+from turnkeeper.storage.sql.store import SQLStore
 from turnkeeper.testing.values import LATER, NOW, draft, new_session
 
 
@@ -21,8 +21,8 @@ from turnkeeper.testing.values import LATER, NOW, draft, new_session
 def store(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SQLStore]:
-    monkeypatch.setattr(sql, "ROWS_PER_INSERT", 4)
-    monkeypatch.setattr(sql, "IDS_PER_SELECT", 3)
+    monkeypatch.setattr(queries, "ROWS_PER_INSERT", 4)
+    monkeypatch.setattr(queries, "IDS_PER_SELECT", 3)
     backend = open_test_store(request.param, request, tmp_path)
     assert isinstance(backend, SQLStore)
     yield backend

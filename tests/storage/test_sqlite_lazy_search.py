@@ -25,8 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import turnkeeper
 from turnkeeper.service import Turnkeeper
-from turnkeeper.storage.migrations import LATEST_VERSION
-from turnkeeper.storage.search_sql import CATCH_UP_BATCH
+from turnkeeper.storage.sql.schema import LATEST_VERSION
+from turnkeeper.storage.sql.search import CATCH_UP_BATCH
 from turnkeeper.types import NewMessage
 
 FIXTURES = Path(__file__).parent / "fixtures"

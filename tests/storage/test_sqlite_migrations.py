@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 from turnkeeper import open as open_turnkeeper
-from turnkeeper.storage.migrations import LATEST_VERSION, MIGRATIONS
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.schema import LATEST_VERSION, MIGRATIONS
+from turnkeeper.storage.sql.sqlite import SQLiteStore
 from turnkeeper.types import Usage
 
 

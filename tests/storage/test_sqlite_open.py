@@ -17,8 +17,8 @@ import pytest
 
 import turnkeeper
 from turnkeeper.errors import BackendUnavailable
-from turnkeeper.storage.migrations import LATEST_VERSION
-from turnkeeper.storage.sqlite import SQLiteStore, _examine
+from turnkeeper.storage.sql.schema import LATEST_VERSION
+from turnkeeper.storage.sql.sqlite import SQLiteStore, _examine
 
 SYNCHRONOUS_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
 
@@ -102,7 +102,7 @@ def test_a_file_rewritten_in_place_is_read_afresh(tmp_path: Path) -> None:
 
 MIGRATE_IN_ANOTHER_PROCESS = """
 import sys
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.sqlite import SQLiteStore
 SQLiteStore(sys.argv[1]).close()
 """
 

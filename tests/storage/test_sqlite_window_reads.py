@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 
 import turnkeeper
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.sqlite import SQLiteStore
 from turnkeeper.types import NewMessage
 
 BUDGET = 2_000

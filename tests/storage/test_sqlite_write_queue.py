@@ -1,6 +1,6 @@
 """SQLite writers in one process take turns in one first-come, first-served queue per file.
 
-The queue (`turnkeeper.storage.write_queue`) is held in these tests by the test itself where a
+The queue (`turnkeeper.storage.sql.write_queue`) is held in these tests by the test itself where a
 writer must be seen waiting: whether a writer waits is read from the queue (`waiting`), never
 from a clock, so nothing here depends on the machine's speed.
 """
@@ -21,8 +21,8 @@ import turnkeeper
 from turnkeeper.config import Settings
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.service import Turnkeeper
-from turnkeeper.storage.sqlite import SQLiteStore
-from turnkeeper.storage.write_queue import WriteQueue, lock_file_of, queue_for
+from turnkeeper.storage.sql.sqlite import SQLiteStore
+from turnkeeper.storage.sql.write_queue import WriteQueue, lock_file_of, queue_for
 
 THREADS = 8
 APPENDS = 25

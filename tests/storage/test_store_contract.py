@@ -21,23 +21,22 @@ from turnkeeper.assemble import open_store
 from turnkeeper.cache import CachedStore, SessionLRU
 from turnkeeper.config import load_settings
 from turnkeeper.errors import SessionNotFound, Unsupported
-from turnkeeper.storage import (
+from turnkeeper.storage import InMemoryStore, require
+from turnkeeper.storage.base import (
     AdminStore,
     AgentStateStore,
     ApiKeyStore,
     ForkStore,
     FullStore,
-    InMemoryStore,
     LockingStore,
     Store,
     SummaryStore,
     TraceStore,
     TransferStore,
     TurnAttemptStore,
-    require,
 )
-from turnkeeper.storage.postgres import PostgresStore
-from turnkeeper.storage.sqlite import SQLiteStore
+from turnkeeper.storage.sql.postgres import PostgresStore
+from turnkeeper.storage.sql.sqlite import SQLiteStore
 from turnkeeper.testing import FullStoreContract, LockingContract, StoreContract
 
 CAPABILITIES = (
@@ -64,7 +63,7 @@ def open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> A
         return make_sqlite_store(tmp_path / "contract.db")
     url = request.getfixturevalue("postgres_url")
     if name == "postgres":
-        from turnkeeper.storage.postgres import PostgresStore
+        from turnkeeper.storage.sql.postgres import PostgresStore
 
         return PostgresStore(url, min_size=1, max_size=4)
     redis_url = request.getfixturevalue("redis_server")
@@ -77,7 +76,7 @@ def backend_class(name: str) -> type:
         return InMemoryStore
     if name == "sqlite":
         return SQLiteStore
-    from turnkeeper.storage.postgres import PostgresStore
+    from turnkeeper.storage.sql.postgres import PostgresStore
 
     return PostgresStore
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from turnkeeper.storage.watchdog import Watchdog
+from turnkeeper.storage.sql.watchdog import Watchdog
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from turnkeeper import telemetry
+
 CLI_PACKAGES = frozenset({"typer", "click", "rich"})
 MISSING_CLI = "error: the turnkeeper command line is not installed: pip install 'turnkeeper[cli]'"
 
@@ -58,4 +60,5 @@ def main() -> None:
     if app is None:
         print(MISSING_CLI, file=sys.stderr)
         raise SystemExit(1)
+    telemetry.configure()  # traces where OTEL_EXPORTER_OTLP_* say, if they say
     app(prog_name="turnkeeper")

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from turnkeeper import telemetry
 from turnkeeper.cli.app import (
     DbOption,
     JsonOption,
@@ -84,6 +85,8 @@ def serve(
         f"  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C",
         err=True,
     )
+    # `main` configured tracing already; again now that logging shows a missing extra
+    telemetry.configure()
     run.serve(settings, sock, workers=workers)
 
 

@@ -122,14 +122,26 @@ def _default_file_mode() -> int:
     return 0o666 & ~umask
 
 
+SOURCE_NAMES = [kind.value for kind in SourceKind]  # as help lists them; older names are accepted
+
+
+def _source_kind(value: str) -> SourceKind:
+    """`--from`: a source's name, or its older name (not listed: docs/compatibility.md)."""
+    try:
+        return SourceKind(value)
+    except ValueError:
+        listed = ", ".join(SOURCE_NAMES)
+        raise typer.BadParameter(f"{value!r} is not one of {listed}") from None
+
+
 @app.command("import")
 def import_(
     source: Annotated[
         Path | None,
         typer.Argument(
             metavar="FILE|DIR",
-            help="A turnkeeper export (.jsonl), or dagent's session files (a .json file or a "
-            "directory holding .dagent-worktrees). Not needed with --source-db.",
+            help="A turnkeeper export (.jsonl), or agent session files (a .json file or a "
+            "project directory holding them). Not needed with --source-db.",
             exists=True,
         ),
     ] = None,
@@ -137,8 +149,11 @@ def import_(
         SourceKind | None,
         typer.Option(
             "--from",
-            help="What SOURCE is (default: guessed — a directory or .json file is dagent's, "
-            "--source-db is conversation-contexts, anything else jsonl).",
+            metavar="SOURCE",
+            parser=_source_kind,
+            help="What FILE|DIR is (default: guessed — a directory or .json file is "
+            "session-files, --source-db is conversation-contexts, anything else jsonl). "
+            f"One of {', '.join(SOURCE_NAMES[:-1])} or {SOURCE_NAMES[-1]}.",
         ),
     ] = None,
     source_db: Annotated[
@@ -146,7 +161,7 @@ def import_(
         typer.Option(
             "--source-db",
             metavar="URL",
-            help="PostgreSQL URL of the bead conversation service's conversation_contexts table.",
+            help="PostgreSQL URL of an older conversation service's conversation_contexts table.",
         ),
     ] = None,
     dry_run: Annotated[
@@ -158,8 +173,8 @@ def import_(
 ) -> None:
     """Import conversations; sessions and messages already stored are skipped.
 
-    Sources: turnkeeper's JSONL export, dagent's session files (their session id
-    becomes the key, in --project), the bead conversation service's conversation_contexts table
+    Sources: turnkeeper's JSONL export, agent session files (their session id
+    becomes the key, in --project), an older conversation service's conversation_contexts table
     (--source-db).
     Malformed records are reported on stderr as FILE:LINE and the rest is still imported;
     the exit code is then 1.

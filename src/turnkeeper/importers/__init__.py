@@ -6,8 +6,9 @@ source, so a second run adds nothing), and malformed records reported as `file:l
 while everything else is imported.
 
 - `jsonl` — turnkeeper's own export (`turnkeeper.jsonl`);
-- `dagent` — dagent's session files (`turnkeeper.importers.dagent`);
-- `conversation-contexts` — the bead conversation service's PostgreSQL table
+- `session-files` — a desktop agents app's session files (`turnkeeper.importers.session_files`;
+  `dagent`, the app's name, is accepted for it);
+- `conversation-contexts` — an older conversation service's PostgreSQL table
   (`turnkeeper.importers.conversation_contexts`).
 """
 
@@ -29,15 +30,24 @@ class SourceKind(enum.StrEnum):
     """Where an import reads from."""
 
     JSONL = "jsonl"
-    DAGENT = "dagent"
+    SESSION_FILES = "session-files"
     CONVERSATION_CONTEXTS = "conversation-contexts"
+
+    @classmethod
+    def _missing_(cls, value: object) -> SourceKind | None:
+        """The older name of a source, still accepted (not listed in help): see
+        docs/compatibility.md."""
+        return cls.SESSION_FILES if value == OLDER_SESSION_FILES_NAME else None
+
+
+OLDER_SESSION_FILES_NAME = "dagent"  # what `--from` called session files before 0.2
 
 
 def detect(path: Path) -> SourceKind:
-    """Guess a file's source when it is obvious: a directory or a `.json` file is dagent's,
+    """Guess a file's source when it is obvious: a directory or a `.json` file is session files,
     anything else is taken as turnkeeper JSONL (whose errors then say what is wrong)."""
     if path.is_dir() or path.suffix == ".json":
-        return SourceKind.DAGENT
+        return SourceKind.SESSION_FILES
     return SourceKind.JSONL
 
 
@@ -51,7 +61,7 @@ def import_from(
     progress: Callable[[Session], None] | None = None,
 ) -> ImportReport:
     """Import from `location` (a file or directory, or for `conversation-contexts` a database
-    URL). `project` is where dagent's sessions go (default: the configured one); the other
+    URL). `project` is where session files' sessions go (default: the configured one); the other
     sources carry their own projects."""
     report = ImportReport()
     batches: Iterator[Batch]
@@ -59,11 +69,11 @@ def import_from(
         from turnkeeper.importers import conversation_contexts
 
         batches = conversation_contexts.read_batches(tk, str(location), report)
-    elif kind is SourceKind.DAGENT:
-        from turnkeeper.importers import dagent
+    elif kind is SourceKind.SESSION_FILES:
+        from turnkeeper.importers import session_files
 
         home = check_name("project", project) or tk.settings.default_project
-        batches = dagent.read_batches(tk, _existing(location), report, home)
+        batches = session_files.read_batches(tk, _existing(location), report, home)
     else:
         from turnkeeper import jsonl
 

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 
 import turnkeeper
+from turnkeeper import telemetry
 from turnkeeper.callers import PerCallerLimit
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
@@ -81,6 +82,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool 
             llm.close()
             if tk is None:
                 service.close()
+            telemetry.flush()  # a worker process ends without the interpreter's exit hooks
 
     app = FastAPI(
         title="turnkeeper",

@@ -9,6 +9,8 @@
   one, else a new one) into structlog's context variables, so every line logged while serving
   that request carries it, including the core's `conversation_context_loaded` event; the id is
   echoed back in `X-Request-ID`.
+- Traces: each request is a SERVER span when tracing is configured (`turnkeeper.telemetry`),
+  the parent of the spans the core makes while serving it.
 - Metrics are the instruments of `turnkeeper.metrics`, recorded where the event happens (the
   core counts its own: context builds, writes, upstream calls, cache reads, sweeps) and kept in
   prometheus-client's registry by `turnkeeper.prometheus`; this module adds the request ones.
@@ -28,7 +30,7 @@ from typing import Any, Literal
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from turnkeeper import metrics
+from turnkeeper import metrics, telemetry
 from turnkeeper.logs import ROOT, LogEvent, get_logger, send_to, snapshot
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -103,7 +105,7 @@ def configure_logging(
 
 
 class RequestObserver:
-    """ASGI middleware: request id, one `http_request` log line, and the request metrics.
+    """ASGI middleware: request id, one `http_request` log line, the request metrics and span.
 
     Written as plain ASGI (not `BaseHTTPMiddleware`) so streamed answers pass through untouched
     and are timed to their last byte.
@@ -122,6 +124,7 @@ class RequestObserver:
         structlog.contextvars.bind_contextvars(request_id=request_id)
         started = time.perf_counter()
         status = 500
+        traced = telemetry.http_request(scope["method"], scope["path"], scope["headers"])
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
@@ -139,6 +142,7 @@ class RequestObserver:
             route = _route_template(scope)
             metrics.HTTP_REQUESTS.labels(scope["method"], route, str(status)).inc()
             metrics.HTTP_LATENCY.labels(scope["method"], route).observe(elapsed)
+            traced.end(scope["method"], route if route != "unmatched" else None, status)
             log.info(
                 "http_request",
                 method=scope["method"],

@@ -106,7 +106,7 @@ def serve(settings: Settings, sock: socket.socket, *, workers: int = 1) -> None:
     0 runs the expiry sweeper."""
     if workers > 1:
         # The workers' SQLite writers take turns at a lock file too, not in SQLite's sleeping
-        # busy handler (`turnkeeper.storage.write_queue`).
+        # busy handler (`turnkeeper.storage.sql.write_queue`).
         settings = settings.model_copy(update={"sqlite_writer_lock_file": True})
         # The tokenizer's rank tables are the bulk of a worker's memory: loaded once here, before
         # the fork, the workers share their pages instead of each building its own copy.

@@ -43,6 +43,7 @@ from turnkeeper.service.agents import Agents
 from turnkeeper.service.core import MAX_PAGE
 from turnkeeper.service.facade import Turnkeeper
 from turnkeeper.service.transfer import Transfer
+from turnkeeper.storage import backend_for
 from turnkeeper.storage.base import ApiKeyStore, Store
 from turnkeeper.tokens import TokenCounter
 from turnkeeper.types import ApiKey, MessageDraft, NewMessage, StrategyName
@@ -72,10 +73,7 @@ class Workers:
     def for_settings(cls, settings: Settings) -> Workers:
         """One worker per pooled PostgreSQL connection; one dedicated thread for SQLite and
         `memory://` (see the module's docstring)."""
-        url = settings.database_url
-        scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
-        postgres = scheme in ("postgresql", "postgres")
-        return cls(settings.postgres_pool_size if postgres else 1)
+        return cls(backend_for(settings.database_url).threads(settings))
 
     async def run(self, operation: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`operation(*args, **kwargs)` on a worker, awaited."""

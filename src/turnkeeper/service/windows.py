@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 
-from turnkeeper import metrics
+from turnkeeper import metrics, telemetry
 from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.tails import Tails
@@ -113,6 +113,7 @@ class Windows(Messages):
             )
         return limit - reserved
 
+    @telemetry.traced_build
     def context(
         self,
         ref: SessionRef,

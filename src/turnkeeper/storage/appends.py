@@ -2,8 +2,8 @@
 already stored in it, what one append adds and returns.
 
 It is plain data in, plain data out — no SQL, no locking — so the in-memory reference store and
-the SQL stores decide appends identically (`storage/sql.py` only turns a plan into statement
-parameters).
+the SQL store decide appends identically (`storage/sql/rows.py` only turns a plan into
+statement parameters).
 """
 
 from __future__ import annotations

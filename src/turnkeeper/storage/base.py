@@ -21,7 +21,7 @@ against a store to prove it keeps what the docstrings here say.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar, cast, runtime_checkable
@@ -693,3 +693,56 @@ def check_fork(source: Session, at_seq: int, new: NewSession, now: datetime) -> 
         raise SessionExpired(source.id, to_ts_or_none(source.expires_at) or "")
     if source.status is not SessionStatus.ACTIVE:
         raise Conflict(f"session {source.id} is {source.status.value}; reactivate it to fork it")
+
+
+# -- statistics every backend builds alike -----------------------------------------------------
+
+
+def session_stats(
+    session: Session,
+    by_role: dict[str, int],
+    internal: int,
+    first: datetime | None,
+    last: datetime | None,
+) -> SessionStats:
+    """A session's statistics: its own totals, and its messages counted by role (`internal` of
+    them hidden from users), the first sent at `first` and the last at `last`."""
+    return SessionStats(
+        session_id=session.id,
+        message_count=session.message_count,
+        user_facing_messages=session.message_count - internal,
+        internal_messages=internal,
+        messages_by_role=by_role,
+        stored_tokens=session.stored_tokens,
+        usage_input_tokens=session.usage_input_tokens,
+        usage_output_tokens=session.usage_output_tokens,
+        first_message_at=first,
+        last_message_at=last,
+    )
+
+
+ProjectCount = tuple[str, str, int, int, int, int, int]
+"""(project, status, sessions, messages, stored tokens, usage input tokens, usage output
+tokens): what `project_stats` sums."""
+
+
+def project_stats(counts: Iterable[ProjectCount]) -> list[ProjectStats]:
+    """Per-project statistics from counts of sessions and their totals, summed by project (and
+    sessions by status), in the order the projects first appear."""
+    totals: dict[str, tuple[dict[str, int], list[int]]] = {}
+    for project, status, sessions, *amounts in counts:
+        by_status, sums = totals.setdefault(project, ({}, [0, 0, 0, 0]))
+        by_status[status] = by_status.get(status, 0) + sessions
+        for index, amount in enumerate(amounts):
+            sums[index] += amount
+    return [
+        ProjectStats(
+            project=project,
+            sessions_by_status=by_status,
+            message_count=messages,
+            stored_tokens=tokens,
+            usage_input_tokens=usage_in,
+            usage_output_tokens=usage_out,
+        )
+        for project, (by_status, [messages, tokens, usage_in, usage_out]) in totals.items()
+    ]

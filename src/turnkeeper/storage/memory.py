@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from turnkeeper.errors import Conflict, NotFound, SessionNotFound
 from turnkeeper.storage.appends import plan_append
-from turnkeeper.storage.base import check_fork
+from turnkeeper.storage.base import check_fork, project_stats, session_stats
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
 from turnkeeper.types import (
     AgentState,
@@ -558,17 +558,8 @@ class InMemoryStore:
             by_role[m.role.value] = by_role.get(m.role.value, 0) + 1
         internal = sum(1 for m in messages if m.internal)
         times = [m.created_at for m in messages]
-        return SessionStats(
-            session_id=session.id,
-            message_count=session.message_count,
-            user_facing_messages=session.message_count - internal,
-            internal_messages=internal,
-            messages_by_role=by_role,
-            stored_tokens=session.stored_tokens,
-            usage_input_tokens=session.usage_input_tokens,
-            usage_output_tokens=session.usage_output_tokens,
-            first_message_at=min(times, default=None),
-            last_message_at=max(times, default=None),
+        return session_stats(
+            session, by_role, internal, min(times, default=None), max(times, default=None)
         )
 
     def project_stats(self, project: str | None = None) -> list[ProjectStats]:
@@ -578,23 +569,18 @@ class InMemoryStore:
                 for log in self._logs.values()
                 if project is None or log.session.project == project
             ]
-        stats: list[ProjectStats] = []
-        for name in sorted({s.project for s in sessions}):
-            mine = [s for s in sessions if s.project == name]
-            by_status: dict[str, int] = {}
-            for s in mine:
-                by_status[s.status.value] = by_status.get(s.status.value, 0) + 1
-            stats.append(
-                ProjectStats(
-                    project=name,
-                    sessions_by_status=by_status,
-                    message_count=sum(s.message_count for s in mine),
-                    stored_tokens=sum(s.stored_tokens for s in mine),
-                    usage_input_tokens=sum(s.usage_input_tokens for s in mine),
-                    usage_output_tokens=sum(s.usage_output_tokens for s in mine),
-                )
+        return project_stats(
+            (
+                s.project,
+                s.status.value,
+                1,
+                s.message_count,
+                s.stored_tokens,
+                s.usage_input_tokens,
+                s.usage_output_tokens,
             )
-        return stats
+            for s in sorted(sessions, key=lambda s: s.project)
+        )
 
     # -- bulk transfer ----------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Search is an optional store capability (`SearchStore`): the SQL backends keep a full-text index
 of every message's content (PostgreSQL in the write's own transaction, SQLite brought up to date
-before each search: `search_sql`), so a search sees every message committed before it, and
+before each search: `sql/search.py`), so a search sees every message committed before it, and
 answer ranked, filtered queries with highlighted snippets. A store without an index simply does not
 have the method, and the service says so clearly instead of scanning.
 

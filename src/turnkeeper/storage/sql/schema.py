@@ -14,12 +14,8 @@ then check in the frozen schema dumps of the new version
 tests/storage/test_migration_history.py.
 
 The numbering is SQLite's history, the older one. PostgreSQL's first step already had the
-columns and indexes of step 2, so its step 2 is empty. PostgreSQL databases made before the
-histories were merged recorded their steps one lower (api keys as 2 … turn traces as 5):
-`LEGACY_POSTGRES` recognizes them (version 2 recorded as "api keys", a name no shared step
-2 has) and `RENUMBER_LEGACY_POSTGRES` moves them to the shared numbers, once, under the
-migration advisory lock, in the same transaction as any steps that follow — so a database is
-either wholly at the old numbering or wholly at the new one.
+columns and indexes of step 2, so its step 2 is empty. On PostgreSQL the steps run under an
+advisory lock (`MIGRATION_LOCK`), so processes opening one new schema together migrate it once.
 """
 
 from __future__ import annotations
@@ -291,7 +287,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         # A generated column, computed by every INSERT, under a GIN index; adding it rewrites
         # the table, which indexes the messages stored so far. A tsvector holds at most 1 MB,
-        # so it is made from a message's first 100,000 characters (`search_sql`'s headlines
+        # so it is made from a message's first 100,000 characters (`sql/search.py`'s headlines
         # read the same prefix).
         postgres=(
             """ALTER TABLE messages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS
@@ -332,7 +328,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     # The FTS5 insert trigger halved SQLite's append rate (the index's pages written in every
     # append's commit). The index now catches up lazily: `search_watermark` holds the highest
-    # message rowid indexed, and a search first indexes the rows above it (`search_sql`).
+    # message rowid indexed, and a search first indexes the rows above it (`sql/search.py`).
     # A row above the watermark was never indexed, so only rows at or below it are sent to
     # FTS5's 'delete' (a delete of an unindexed row corrupts an external-content index). A new
     # row takes rowid max(rowid) + 1, so after a delete the watermark comes down to the largest
@@ -384,17 +380,3 @@ LATEST_VERSION = MIGRATIONS[-1].version
 
 MIGRATION_LOCK = 7_301_114_225_806_337
 """The PostgreSQL advisory-lock key migrations serialize on (any fixed number unlikely to clash)."""
-
-LEGACY_POSTGRES = "SELECT 1 FROM schema_migrations WHERE version = 2 AND name = 'api keys'"
-"""A row here means a PostgreSQL database still recorded in its old, one-lower numbering."""
-
-RENUMBER_LEGACY_POSTGRES = (
-    # Two passes through negative numbers: the primary key is checked row by row.
-    "UPDATE schema_migrations SET version = -(version + 1) WHERE version >= 2",
-    "UPDATE schema_migrations SET version = -version WHERE version < 0",
-    "INSERT INTO schema_migrations (version, name) VALUES"
-    " (2, 'usage, tool calls, user-facing index, key lookup')",
-)
-"""Move a legacy PostgreSQL database to the shared numbers: every step from 2 up moves one up
-(their names already match the shared steps), and step 2, whose DDL was part of PostgreSQL's
-step 1, is recorded as done."""

@@ -1,4 +1,6 @@
-"""Import the conversation files of dagent (the desktop agents app) into turnkeeper.
+"""Import a desktop agents app's session files into turnkeeper (`--from session-files`).
+
+The app is named in its own directory names; docs/compatibility.md maps its words onto ours.
 
 Three kinds of file, all found under a project root (or given one by one):
 
@@ -11,7 +13,7 @@ Three kinds of file, all found under a project root (or given one by one):
 The session id becomes the key; the old files get the ids dagent's own migration plan gives
 them (`pm-feature-{featureId}`, `dev-task-{featureId}-{taskId}`), so an old file and its
 successor land in the same turnkeeper session, the old messages first. `type` becomes the kind,
-`featureId` the subject (the unit of work, like a bead in the bead conversation service) and,
+`featureId` the subject (the unit of work) and,
 with `taskId`, session metadata. Per message, `metadata.internal` becomes `internal`, `metadata.tokens` the usage, the
 agent type the author of assistant turns, and the rest of the metadata (`toolUse`, `iteration`…)
 is kept as is, with the message's own id as `dagent_id`.

@@ -1,7 +1,7 @@
 """The shared store: PostgreSQL, for many processes and service replicas on one database.
 
-Same tables and contract as the SQLite store (the queries and row mapping that are the same live
-in `storage.sql`); what differs is concurrency. Every append runs in one transaction that first
+Same tables, statements and contract as the SQLite store (all of it in `SQLStore`); what differs
+is concurrency. Every append runs in one transaction that first
 locks the session row (`SELECT … FOR UPDATE`): appenders to one session queue on that lock, so
 each sees the seq its predecessor committed and seqs are gapless and in commit order, while
 appenders to different sessions never wait for each other. A retried message id is found by the
@@ -27,15 +27,15 @@ an outcome the client cannot know.
 The tables live in the first schema of the connection's `search_path`, so a URL such as
 `postgresql://host/db?options=-csearch_path%3Dtenant_a` selects an independent store.
 
-Every write is `SQLStore`'s; this module keeps the pool, the transaction (`_transaction`, whose
-cursor takes the shared `?` placeholders), the error mapping and the migration lock.
+Every read and write is `SQLStore`'s (`sql/store.py`); this thin driver keeps the pool, the
+transaction (`_transaction`, whose cursor takes the shared `?` placeholders), the error mapping
+and the migration lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -49,16 +49,11 @@ from turnkeeper.errors import (
 )
 from turnkeeper.storage import locks
 from turnkeeper.storage.codec import load_json
-from turnkeeper.storage.migrations import (
-    LATEST_VERSION,
-    LEGACY_POSTGRES,
-    MIGRATION_LOCK,
-    RENUMBER_LEGACY_POSTGRES,
-)
-from turnkeeper.storage.search_sql import PostgresSearch
-from turnkeeper.storage.sql import Dialect
-from turnkeeper.storage.sql_store import Executor, Result, SQLStore
-from turnkeeper.storage.watchdog import Watchdog
+from turnkeeper.storage.sql.dialect import POSTGRES, format_placeholders
+from turnkeeper.storage.sql.schema import LATEST_VERSION, MIGRATION_LOCK
+from turnkeeper.storage.sql.search import PostgresSearch
+from turnkeeper.storage.sql.store import Executor, Result, SQLStore
+from turnkeeper.storage.sql.watchdog import Watchdog
 
 try:
     import psycopg
@@ -66,7 +61,7 @@ try:
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.pq import TransactionStatus
     from psycopg.rows import DictRow, dict_row
-    from psycopg.types.json import Jsonb, JsonbLoader
+    from psycopg.types.json import JsonbLoader
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise InvalidConfig(
@@ -84,30 +79,6 @@ _CONSTRAINT_MEANINGS = {
 }
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def _as_utc(value: Any) -> datetime:
-    return _aware(value).astimezone(UTC)
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-POSTGRES = Dialect(
-    name="postgres",
-    encode_ts=_aware,
-    decode_ts=_as_utc,
-    encode_json=Jsonb,
-    decode_json=_same,
-    row_lock=" FOR UPDATE",
-    claims_by_update=True,
-)
-"""PostgreSQL has `timestamptz` and `jsonb`; the driver converts both, so little is left to do."""
-
-
 class _JsonbLoader(JsonbLoader):
     """psycopg's `jsonb` loader, reading as SQLite's columns are read (`codec.load_json`): the
     empty object (nearly every message's and session's `metadata`) made without the JSON
@@ -118,11 +89,6 @@ class _JsonbLoader(JsonbLoader):
         if data == b"{}":
             return {}  # a new dict each time: callers may keep it
         return load_json(bytes(data).decode("utf-8"))
-
-
-def _pg(query: str) -> str:
-    """The shared `?`-placeholder SQL in psycopg's `%s` style."""
-    return query.replace("%", "%%").replace("?", "%s")
 
 
 class Unanswered(psycopg.OperationalError):
@@ -165,10 +131,10 @@ class _Statements:
         return self.cur.connection
 
     def execute(self, query: str, params: Sequence[Any] = (), /) -> Cursor:
-        return self._send(lambda: self.cur.execute(_pg(query), params))
+        return self._send(lambda: self.cur.execute(format_placeholders(query), params))
 
     def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Cursor:
-        self._send(lambda: self.cur.executemany(_pg(query), params))
+        self._send(lambda: self.cur.executemany(format_placeholders(query), params))
         return self.cur
 
     def _send(self, send: Callable[[], T]) -> T:
@@ -399,9 +365,6 @@ class PostgresStore(SQLStore, PostgresSearch):
         with self._transaction_on(None) as tx:  # a migration may take long: unbounded
             tx.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             self._create_schema(tx.cur)
-            if self._legacy_numbering(tx.cur):
-                for statement in RENUMBER_LEGACY_POSTGRES:
-                    tx.execute(statement)
             current = self._version(tx.cur)  # another process may have migrated meanwhile
             self._apply_migrations(tx, current, target_version)
 
@@ -431,14 +394,6 @@ class PostgresStore(SQLStore, PostgresSearch):
             ) from None
 
     @staticmethod
-    def _legacy_numbering(cur: Cursor) -> bool:
-        """Whether the schema still records its steps in PostgreSQL's old, one-lower numbering
-        (see `storage.migrations`)."""
-        if not PostgresStore._has_migrations_table(cur):
-            return False
-        return cur.execute(LEGACY_POSTGRES).fetchone() is not None
-
-    @staticmethod
     def _has_migrations_table(cur: Cursor) -> bool:
         # Read the catalog with a fresh MVCC snapshot: `to_regclass` answers from the
         # relation cache, which an advisory lock does not refresh, so a process that waited
@@ -451,15 +406,11 @@ class PostgresStore(SQLStore, PostgresSearch):
 
     @staticmethod
     def _version(cur: Cursor) -> int:
-        """The latest step recorded; a schema still in the legacy numbering counts as 0 (so
-        opening it always takes the migration path, which renumbers it)."""
+        """The latest step recorded (0 in a schema without tables yet)."""
         if not PostgresStore._has_migrations_table(cur):
             return 0
-        row = cur.execute(
-            "SELECT coalesce(max(version), 0) AS v, EXISTS (" + LEGACY_POSTGRES + ") AS legacy"
-            " FROM schema_migrations"
-        ).fetchone()
-        return 0 if row is None or row["legacy"] else int(row["v"])
+        row = cur.execute("SELECT coalesce(max(version), 0) AS v FROM schema_migrations").fetchone()
+        return 0 if row is None else int(row["v"])
 
     def schema_version(self) -> int:
         with self._transaction_on(self._bound) as tx:

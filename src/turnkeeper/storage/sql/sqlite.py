@@ -5,8 +5,9 @@ run in `BEGIN IMMEDIATE` transactions, which SQLite serializes across processes,
 appenders get gapless seqs in commit order without losing or duplicating anything. Each thread
 gets its own connection (sqlite3 connections are not shareable across threads).
 
-Every write is `SQLStore`'s; this module keeps the connections, the transaction and what
-`sqlite3` errors mean (`_error`, applied to every read and write transaction alike).
+Every read and write is `SQLStore`'s (`sql/store.py`); this thin driver keeps the
+connections, the transaction and what `sqlite3` errors mean (`_error`, applied to every read and
+write transaction alike).
 
 Opening is kept to what an open must know, because a CLI call or a request handler may open a
 store just to run one statement (bench/bench_sqlite.py, "open"): the schema version, read from
@@ -39,12 +40,11 @@ from turnkeeper.errors import (
     TurnkeeperError,
 )
 from turnkeeper.storage import locks
-from turnkeeper.storage.codec import dump_json, from_ts, load_json, to_ts
-from turnkeeper.storage.migrations import LATEST_VERSION
-from turnkeeper.storage.search_sql import SQLiteSearch
-from turnkeeper.storage.sql import Dialect
-from turnkeeper.storage.sql_store import Executor, SQLStore
-from turnkeeper.storage.write_queue import WriteQueue, queue_for
+from turnkeeper.storage.sql.dialect import SQLITE
+from turnkeeper.storage.sql.schema import LATEST_VERSION
+from turnkeeper.storage.sql.search import SQLiteSearch
+from turnkeeper.storage.sql.store import Executor, SQLStore
+from turnkeeper.storage.sql.write_queue import WriteQueue, queue_for
 
 
 def path_from_url(url: str) -> Path:
@@ -55,11 +55,6 @@ def path_from_url(url: str) -> Path:
         return Path(url.removeprefix("sqlite://"))
     return Path(url)
 
-
-SQLITE = Dialect(
-    name="sqlite", encode_ts=to_ts, decode_ts=from_ts, encode_json=dump_json, decode_json=load_json
-)
-"""SQLite keeps times as fixed-width UTC text (which sorts in time order) and JSON as text."""
 
 FileIdentity = tuple[int, int, int, int]
 """`(st_dev, st_ino, st_size, st_ctime_ns)` of a database file: another file put in its place
@@ -241,7 +236,7 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         """One serialized write transaction; rolled back on any error.
 
         The writer first waits for its turn in this process's queue for the file (see
-        `turnkeeper.storage.write_queue`: first come, first served, where SQLite's busy handler
+        `turnkeeper.storage.sql.write_queue`: first come, first served, where SQLite's busy handler
         would let late writers overtake sleeping ones; with `writer_lock_file`, its turn also
         holds a lock file that orders the processes' writers), then takes SQLite's write lock,
         which excludes every other writer. The busy timeout bounds the waits together."""

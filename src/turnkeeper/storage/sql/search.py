@@ -8,7 +8,7 @@ short write transactions of its own. A new row always takes a rowid above the wa
 appends, imports and fork copies are all caught up the same way, with no code path to forget;
 deletes (resets, undo, session deletes through the foreign-key cascade, expiry) go through a
 trigger that removes from the index only rows at or below the watermark, and brings the
-watermark down when the largest rowids go (see step 10 in `storage/migrations.py`).
+watermark down when the largest rowids go (see step 10 in `sql/schema.py`).
 
 PostgreSQL keeps a generated `tsvector` column (computed by the INSERT itself) under a GIN index.
 A `tsvector` holds at most 1 MB, so it is made from the first `PG_INDEXED_CHARS` characters of
@@ -22,7 +22,7 @@ requests need.
 Both use the language-neutral word splitter (lower-cased words, no stemming, no stop words), so
 a query finds the same messages on either backend; ranks differ in scale (BM25 on SQLite, cover
 density on PostgreSQL). The index itself is step 7 of the migration history
-(`storage/migrations.py`), which also fills it from the messages already stored.
+(`sql/schema.py`), which also fills it from the messages already stored.
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from turnkeeper.storage.search import (
     Term,
     snippet_parts,
 )
-from turnkeeper.storage.sql import Dialect, Row
-from turnkeeper.storage.sql_store import Executor
+from turnkeeper.storage.sql.dialect import Dialect, Row
+from turnkeeper.storage.sql.store import Executor
 from turnkeeper.types import Role
 
 SNIPPET_WORDS = 24
 PG_INDEXED_CHARS = 100_000
 """How much of a message PostgreSQL indexes: the `left(content, 100000)` of the generated
-column in `migrations` (a tsvector holds at most 1 MB)."""
+column in `schema` (a tsvector holds at most 1 MB)."""
 
 HIT_COLUMNS = (
     "m.session_id, s.key AS session_key, s.title AS session_title, s.project,"

@@ -1,24 +1,24 @@
-"""Every write of the `Store` contract, written once for all SQL backends.
+"""The one SQL store: every read, write and migration of the `Store` contract, written once
+for SQLite and PostgreSQL.
 
-A backend supplies only what its driver makes different, as hooks:
+A driver (`sql/sqlite.py`, `sql/postgres.py`) supplies only what its connection makes
+different, as hooks:
 
+- `_read()`: one query outside a write transaction, rows addressable by column name;
 - `_transaction()`: one write transaction, yielding an `Executor` that takes the shared
   `?`-placeholder SQL (PostgreSQL's translates it to `%s`), rolls back on any error and maps
-  driver errors to turnkeeper's at its boundary (the one place each backend translates them);
+  driver errors to turnkeeper's at its boundary (the one place each driver translates them);
 - `_maintenance_transaction()`: the same, for work that may rightly run long (expiry
-  sweeps); a backend that bounds its statements' time lifts the bound there;
-- `_read()` (from `SQLReads`): one query outside a write transaction;
-- `dialect.row_lock`: what a SELECT appends to lock the session row it reads
-  (` FOR UPDATE` on PostgreSQL; nothing on SQLite, whose `BEGIN IMMEDIATE` already holds the
-  database's one write lock);
-- `dialect.claims_by_update`: whether an append claims its seqs with one UPDATE … RETURNING
-  (PostgreSQL: a round trip fewer) or a SELECT and an UPDATE after the insert (SQLite: faster);
-- `dialect` encoders for times and JSON;
-- `_recorded()`: what a backend notes after a migration step besides `schema_migrations`.
+  sweeps); a driver that bounds its statements' time lifts the bound there;
+- `_recorded()`: what a driver notes after a migration step besides `schema_migrations`;
+- `dialect` (`sql/dialect.py`): how times and JSON cross the boundary, what locks a selected
+  row (` FOR UPDATE` on PostgreSQL; nothing on SQLite, whose `BEGIN IMMEDIATE` already holds
+  the database's one write lock) and how an append claims its seqs.
 
-Both dialects accept `RETURNING` and `ON CONFLICT … DO NOTHING`, so the statements are shared.
-Unique violations surface as `Conflict` from the transaction; where the contract names a
-clearer reason (a key held by a live session, an API key id taken) the write says so here.
+The statements are in `queries`, the row mapping in `rows`, the search in `search` (one class
+per dialect's full-text index), the schema history in `schema`. Unique violations surface as
+`Conflict` from the transaction; where the contract names a clearer reason (a key held by a
+live session, an API key id taken) the write says so here.
 """
 
 from __future__ import annotations
@@ -31,9 +31,33 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from turnkeeper.errors import Conflict, NotFound, SessionNotFound, TurnkeeperError
-from turnkeeper.storage import sql
+from turnkeeper.storage.appends import plan_append
 from turnkeeper.storage.base import check_fork
-from turnkeeper.storage.migrations import MIGRATIONS
+from turnkeeper.storage.sql import queries
+from turnkeeper.storage.sql.dialect import Dialect, Row
+from turnkeeper.storage.sql.rows import (
+    agent_state_from_row,
+    agent_state_params,
+    api_key_from_row,
+    api_key_params,
+    append_target_from_row,
+    branch_from_row,
+    claim_params,
+    imported_session_params,
+    message_from_row,
+    message_rows,
+    new_session_params,
+    page_from_rows,
+    project_stats_from_rows,
+    session_from_row,
+    session_stats_from_rows,
+    summary_from_row,
+    summary_params,
+    totals_params,
+    trace_params,
+    turn_attempt_from_row,
+)
+from turnkeeper.storage.sql.schema import MIGRATIONS
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
@@ -43,8 +67,13 @@ from turnkeeper.types import (
     Message,
     MessageDraft,
     NewSession,
+    Page,
+    ProjectStats,
+    SeqRanges,
     Session,
+    SessionFilter,
     SessionPatch,
+    SessionStats,
     SessionStatus,
     SummaryCheckpoint,
     TurnAttempt,
@@ -70,22 +99,19 @@ class Executor(Protocol):
     def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> Result: ...
 
 
-SELECT_META = "SELECT value FROM meta WHERE name = ?"
-INSERT_META = "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
-INSERT_SESSION_IF_KEY_FREE = (
-    sql.INSERT_SESSION
-    + " ON CONFLICT (project, key) WHERE status = 'active' AND key IS NOT NULL DO NOTHING"
-)
-RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
-
-
 class _NotAllNew(Exception):
     """Raised inside `_append_new`'s transaction to roll it back: the append is not the common
     case that path writes, and `_append_deciding` takes it."""
 
 
-class SQLStore(sql.SQLReads):
-    """The write half of the `Store` contract over a backend's transaction hook."""
+class SQLStore:
+    """`Store` over a driver's hooks (see the module docstring); a driver adds its search
+    (`sql/search.py`) and locks (`storage/locks.py`)."""
+
+    dialect: Dialect
+
+    def _read(self, query: str, params: Sequence[Any] = ()) -> Sequence[Row]:
+        raise NotImplementedError
 
     def _transaction(self) -> AbstractContextManager[Executor]:
         raise NotImplementedError
@@ -107,7 +133,7 @@ class SQLStore(sql.SQLReads):
                 for statement in migration.statements(self.dialect.name):
                     tx.execute(statement)
                 tx.execute(
-                    RECORD_MIGRATION,
+                    queries.RECORD_MIGRATION,
                     (migration.version, migration.name, self.dialect.encode_ts(datetime.now(UTC))),
                 )
                 self._recorded(tx, migration.version)
@@ -115,41 +141,194 @@ class SQLStore(sql.SQLReads):
     def meta(self, name: str, default: str) -> str:
         # Read first: opening a store happens per process or request, and a write
         # transaction there would cost a commit (an fsync) every time.
-        rows = self._read(SELECT_META, (name,))
+        rows = self._read(queries.SELECT_META, (name,))
         if rows:
             return str(rows[0]["value"])
         with self._transaction() as tx:
-            tx.execute(INSERT_META, (name, default))
-            row = tx.execute(SELECT_META, (name,)).fetchone()
+            tx.execute(queries.INSERT_META, (name, default))
+            row = tx.execute(queries.SELECT_META, (name,)).fetchone()
         return str(row["value"])
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> Session:
+        rows = self._read(queries.SELECT_SESSION, (session_id,))
+        if not rows:
+            raise SessionNotFound(session_id)
+        return session_from_row(rows[0], self.dialect)
+
+    def find_session_by_key(self, project: str, key: str) -> Session:
+        rows = self._read(queries.FIND_BY_KEY, (project, key))
+        if not rows:
+            raise SessionNotFound(key, project)
+        return session_from_row(rows[0], self.dialect)
+
+    def lookup_session(self, ref: str, project: str) -> Session:
+        rows = self._read(queries.LOOKUP_SESSION, (ref, project, ref, ref))
+        if not rows:
+            raise SessionNotFound(ref, project)
+        return session_from_row(rows[0], self.dialect)
+
+    def list_sessions(
+        self, where: SessionFilter, *, limit: int, cursor: str | None = None
+    ) -> Page[Session]:
+        query, params = queries.list_sessions_query(where, limit, cursor, self.dialect)
+        return page_from_rows(self._read(query, params), limit, self.dialect)
+
+    def read_messages(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Message]:
+        query, params = queries.read_messages_query(
+            session_id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+        )
+        return [message_from_row(row, self.dialect) for row in self._read(query, params)]
+
+    def read_messages_versioned(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_internal: bool = True,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> tuple[list[Message], int | None]:
+        query, params = queries.read_messages_query(
+            session_id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            include_internal=include_internal,
+            newest_first=newest_first,
+            limit=limit,
+            with_version=True,
+        )
+        rows = self._read(query, params)
+        version = int(rows[0]["session_version"]) if rows else None
+        return [message_from_row(row, self.dialect) for row in rows], version
+
+    def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
+        if not ids:
+            return {}
+        rows = self._read(
+            queries.SELECT_MESSAGES_BY_ID + queries.placeholders(len(ids)), [session_id, *ids]
+        )
+        return {row["id"]: message_from_row(row, self.dialect) for row in rows}
+
+    def count_messages(
+        self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
+    ) -> int:
+        query, params = queries.count_messages_query(
+            session_id, before_seq=before_seq, include_internal=include_internal
+        )
+        return int(self._read(query, params)[0]["n"])
+
+    def message_seq_runs(
+        self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
+    ) -> SeqRanges:
+        query, params = queries.seq_runs_query(
+            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
+        )
+        rows = self._read(query, params)
+        return SeqRanges.from_runs((row["run_first"], row["run_last"]) for row in rows)
+
+    def session_stats(self, session_id: str) -> SessionStats:
+        session = self.get_session(session_id)
+        rows = self._read(queries.SESSION_MESSAGE_STATS, (session_id,))
+        return session_stats_from_rows(session, rows, self.dialect)
+
+    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
+        return project_stats_from_rows(self._read(*queries.project_stats_query(project)))
+
+    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        rows = self._read(
+            f"SELECT {queries.API_KEY_COLUMNS}, secret_hash FROM api_keys WHERE id = ?", (key_id,)
+        )
+        if not rows:
+            return None
+        return api_key_from_row(rows[0], self.dialect), str(rows[0]["secret_hash"])
+
+    def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
+        where, params = ("WHERE project = ?", (project,)) if project is not None else ("", ())
+        query = f"SELECT {queries.API_KEY_COLUMNS} FROM api_keys {where} ORDER BY created_at, id"
+        return [api_key_from_row(row, self.dialect) for row in self._read(query, params)]
+
+    def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
+        rows = self._read(
+            f"SELECT {queries.AGENT_STATE_COLUMNS} FROM agent_states WHERE session_id = ? AND agent = ?",
+            (session_id, agent),
+        )
+        return agent_state_from_row(rows[0], self.dialect) if rows else None
+
+    def list_agent_states(self, session_id: str) -> list[AgentState]:
+        query = f"SELECT {queries.AGENT_STATE_COLUMNS} FROM agent_states WHERE session_id = ? ORDER BY agent"
+        return [agent_state_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
+
+    def latest_summary(
+        self, session_id: str, *, upto_seq: int | None = None
+    ) -> SummaryCheckpoint | None:
+        query = f"SELECT {queries.SUMMARY_COLUMNS} FROM summaries WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if upto_seq is not None:
+            query += " AND covers_to_seq <= ?"
+            params.append(upto_seq)
+        rows = self._read(query + " ORDER BY covers_to_seq DESC LIMIT 1", params)
+        return summary_from_row(rows[0], self.dialect) if rows else None
+
+    def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
+        query = f"SELECT {queries.SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY covers_to_seq"
+        return [summary_from_row(row, self.dialect) for row in self._read(query, (session_id,))]
+
+    def get_turn_attempt(self, session_id: str, turn_id: str) -> TurnAttempt | None:
+        rows = self._read(queries.SELECT_TURN_ATTEMPT, (session_id, turn_id))
+        return turn_attempt_from_row(rows[0], self.dialect) if rows else None
+
+    def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
+        query = (
+            "SELECT seq, data FROM turn_traces WHERE session_id = ? AND seq <= ?"
+            " ORDER BY seq DESC LIMIT ?"
+        )
+        rows = self._read(query, (session_id, upto_seq, limit))
+        return [(int(row["seq"]), str(row["data"])) for row in rows]
 
     # -- sessions ---------------------------------------------------------------------------
 
     def _locked_session(self, tx: Executor, session_id: str) -> Session:
         """The session row, locked until the transaction ends (writers to it queue here)."""
-        row = tx.execute(sql.SELECT_SESSION + self.dialect.row_lock, (session_id,)).fetchone()
+        row = tx.execute(queries.SELECT_SESSION + self.dialect.row_lock, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(session_id)
-        return sql.session_from_row(row, self.dialect)
+        return session_from_row(row, self.dialect)
 
     def _returning_session(self, tx: Executor, query: str, params: Sequence[Any]) -> Session:
         row = tx.execute(query, params).fetchone()
         if row is None:
             raise SessionNotFound(params[-1])
-        return sql.session_from_row(row, self.dialect)
+        return session_from_row(row, self.dialect)
 
     def _release_stale_key(self, tx: Executor, new: NewSession, now: datetime) -> None:
         """A live key holder past its expiry is marked expired so the key can be reused."""
         at = self.dialect.encode_ts(now)
-        tx.execute(sql.RELEASE_STALE_KEY, (at, new.project, new.key, at))
+        tx.execute(queries.RELEASE_STALE_KEY, (at, new.project, new.key, at))
 
     def _insert_session(
         self, tx: Executor, new: NewSession, now: datetime, *, if_key_free: bool
     ) -> Session | None:
-        query = INSERT_SESSION_IF_KEY_FREE if if_key_free else sql.INSERT_SESSION
-        params = sql.new_session_params(str(uuid.uuid4()), new, now, self.dialect)
-        row = tx.execute(query + f" RETURNING {sql.SESSION_COLUMNS}", params).fetchone()
-        return None if row is None else sql.session_from_row(row, self.dialect)
+        query = queries.INSERT_SESSION_IF_KEY_FREE if if_key_free else queries.INSERT_SESSION
+        params = new_session_params(str(uuid.uuid4()), new, now, self.dialect)
+        row = tx.execute(query + f" RETURNING {queries.SESSION_COLUMNS}", params).fetchone()
+        return None if row is None else session_from_row(row, self.dialect)
 
     def create_session(self, new: NewSession, *, now: datetime) -> Session:
         try:
@@ -174,13 +353,13 @@ class SQLStore(sql.SQLReads):
             created = self._insert_session(tx, new, now, if_key_free=True)
             if created is not None:
                 return created, True
-            row = tx.execute(sql.LIVE_BY_KEY, (new.project, new.key)).fetchone()
+            row = tx.execute(queries.LIVE_BY_KEY, (new.project, new.key)).fetchone()
         if row is None:  # pragma: no cover - the holder was archived in between; rare
             raise Conflict(f"key {new.key!r} changed hands while being looked up; retry")
-        return sql.session_from_row(row, self.dialect), False
+        return session_from_row(row, self.dialect), False
 
     def update_session(self, session_id: str, patch: SessionPatch, *, now: datetime) -> Session:
-        query, params = sql.update_session_query(session_id, patch.changes(), now, self.dialect)
+        query, params = queries.update_session_query(session_id, patch.changes(), now, self.dialect)
         with self._transaction() as tx:
             return self._returning_session(tx, query, params)
 
@@ -190,7 +369,7 @@ class SQLStore(sql.SQLReads):
             with self._transaction() as tx:
                 current = self._locked_session(tx, session_id)
                 params = (status.value, self.dialect.encode_ts(now), session_id)
-                return self._returning_session(tx, sql.SET_STATUS, params)
+                return self._returning_session(tx, queries.SET_STATUS, params)
         except Conflict as exc:
             if current is None:
                 raise
@@ -204,17 +383,17 @@ class SQLStore(sql.SQLReads):
     ) -> Session:
         with self._transaction() as tx:
             self._locked_session(tx, session_id)
-            keep = sql.KEEP_SYSTEM_MESSAGE if keep_system_message else ""
-            tx.execute(sql.RESET_MESSAGES + keep, (session_id,))
-            tx.execute(sql.RESET_SUMMARIES, (session_id,))
-            tx.execute(sql.RESET_AGENT_POSITIONS, (session_id,))
-            tx.execute(sql.RESET_TRACES, (session_id,))
+            keep = queries.KEEP_SYSTEM_MESSAGE if keep_system_message else ""
+            tx.execute(queries.RESET_MESSAGES + keep, (session_id,))
+            tx.execute(queries.RESET_SUMMARIES, (session_id,))
+            tx.execute(queries.RESET_AGENT_POSITIONS, (session_id,))
+            tx.execute(queries.RESET_TRACES, (session_id,))
             params = (self.dialect.encode_ts(now), session_id)
-            return self._returning_session(tx, sql.RECOMPUTE_TOTALS, params)
+            return self._returning_session(tx, queries.RECOMPUTE_TOTALS, params)
 
     def delete_session(self, session_id: str) -> None:
         with self._transaction() as tx:
-            if not tx.execute(sql.DELETE_SESSION, (session_id,)).rowcount:
+            if not tx.execute(queries.DELETE_SESSION, (session_id,)).rowcount:
                 raise SessionNotFound(session_id)
 
     # -- messages ---------------------------------------------------------------------------
@@ -258,28 +437,28 @@ class SQLStore(sql.SQLReads):
         d = self.dialect
         with self._transaction() as tx:
             if d.claims_by_update:
-                params = sql.claim_params(drafts, session_id, now, d)
-                row = tx.execute(sql.CLAIM_SEQS, params).fetchone()
+                params = claim_params(drafts, session_id, now, d)
+                row = tx.execute(queries.CLAIM_SEQS, params).fetchone()
             else:
-                row = tx.execute(sql.SELECT_APPEND_TARGET + d.row_lock, (session_id,)).fetchone()
+                row = tx.execute(
+                    queries.SELECT_APPEND_TARGET + d.row_lock, (session_id,)
+                ).fetchone()
             if row is None:
                 raise _NotAllNew
-            target = sql.append_target_from_row(row, d)
+            target = append_target_from_row(row, d)
             if d.claims_by_update:  # the seqs before the claim
                 target = dataclasses.replace(target, last_seq=target.last_seq - len(drafts))
             try:
-                plan = sql.plan_append(
-                    target, drafts, {}, expected_last_seq=expected_last_seq, now=now
-                )
+                plan = plan_append(target, drafts, {}, expected_last_seq=expected_last_seq, now=now)
             except TurnkeeperError as exc:  # maybe no refusal at all if some are retries
                 raise _NotAllNew from exc
-            rows = sql.message_rows(session_id, plan.added, d)
+            rows = message_rows(session_id, plan.added, d)
             if self._insert_messages(tx, rows, suffix=" ON CONFLICT DO NOTHING") != len(rows):
                 raise _NotAllNew
             if not d.claims_by_update:
-                tx.execute(sql.ADD_TOTALS, sql.totals_params(plan, session_id, now, d))
+                tx.execute(queries.ADD_TOTALS, totals_params(plan, session_id, now, d))
             if plan.traces:
-                tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
+                tx.executemany(queries.INSERT_TRACE, trace_params(session_id, plan.traces))
         return plan.result
 
     def _append_deciding(
@@ -295,44 +474,42 @@ class SQLStore(sql.SQLReads):
         d = self.dialect
         ids = list(dict.fromkeys(draft.id for draft in drafts))
         with self._transaction() as tx:
-            row = tx.execute(sql.SELECT_APPEND_TARGET + d.row_lock, (session_id,)).fetchone()
+            row = tx.execute(queries.SELECT_APPEND_TARGET + d.row_lock, (session_id,)).fetchone()
             if row is None:
                 raise SessionNotFound(session_id)
-            target = sql.append_target_from_row(row, d)
+            target = append_target_from_row(row, d)
             stored = self._stored_messages(tx, session_id, ids)
-            plan = sql.plan_append(
-                target, drafts, stored, expected_last_seq=expected_last_seq, now=now
-            )
+            plan = plan_append(target, drafts, stored, expected_last_seq=expected_last_seq, now=now)
             if plan.added:
-                self._insert_messages(tx, sql.message_rows(session_id, plan.added, d))
-                tx.execute(sql.ADD_TOTALS, sql.totals_params(plan, session_id, now, d))
+                self._insert_messages(tx, message_rows(session_id, plan.added, d))
+                tx.execute(queries.ADD_TOTALS, totals_params(plan, session_id, now, d))
                 if plan.traces:
-                    tx.executemany(sql.INSERT_TRACE, sql.trace_params(session_id, plan.traces))
+                    tx.executemany(queries.INSERT_TRACE, trace_params(session_id, plan.traces))
         return plan.result
 
     def _stored_messages(
         self, tx: Executor, session_id: str, ids: Sequence[str]
     ) -> dict[str, Message]:
-        """The messages of the session with these ids, by id (`sql.IDS_PER_SELECT` a query)."""
+        """The messages of the session with these ids, by id (`queries.IDS_PER_SELECT` a query)."""
         stored = {}
-        for start in range(0, len(ids), sql.IDS_PER_SELECT):
-            part = ids[start : start + sql.IDS_PER_SELECT]
-            query = sql.SELECT_MESSAGES_BY_ID + sql.placeholders(len(part))
+        for start in range(0, len(ids), queries.IDS_PER_SELECT):
+            part = ids[start : start + queries.IDS_PER_SELECT]
+            query = queries.SELECT_MESSAGES_BY_ID + queries.placeholders(len(part))
             for row in tx.execute(query, [session_id, *part]).fetchall():
-                stored[row["id"]] = sql.message_from_row(row, self.dialect)
+                stored[row["id"]] = message_from_row(row, self.dialect)
         return stored
 
     @staticmethod
     def _insert_messages(tx: Executor, rows: Sequence[Sequence[Any]], *, suffix: str = "") -> int:
-        """Insert message rows (`sql.message_rows`) in statements of up to
-        `sql.ROWS_PER_INSERT` rows each (see `sql.insert_messages_query` for why not
+        """Insert message rows (`message_rows`) in statements of up to
+        `queries.ROWS_PER_INSERT` rows each (see `queries.insert_messages_query` for why not
         `executemany`); how many rows were inserted."""
         if len(rows) == 1:  # a single append: no chunks, no flattening
-            return max(tx.execute(sql.insert_messages_query(1) + suffix, rows[0]).rowcount, 0)
+            return max(tx.execute(queries.insert_messages_query(1) + suffix, rows[0]).rowcount, 0)
         added = 0
-        for start in range(0, len(rows), sql.ROWS_PER_INSERT):
-            chunk = rows[start : start + sql.ROWS_PER_INSERT]
-            query = sql.insert_messages_query(len(chunk)) + suffix
+        for start in range(0, len(rows), queries.ROWS_PER_INSERT):
+            chunk = rows[start : start + queries.ROWS_PER_INSERT]
+            query = queries.insert_messages_query(len(chunk)) + suffix
             added += max(tx.execute(query, [value for row in chunk for value in row]).rowcount, 0)
         return added
 
@@ -340,7 +517,7 @@ class SQLStore(sql.SQLReads):
 
     def _bump_version(self, tx: Executor, session_id: str) -> None:
         """Lock the session row (queueing behind appends to it) and move its version."""
-        if not tx.execute(sql.BUMP_VERSION, (session_id,)).rowcount:
+        if not tx.execute(queries.BUMP_VERSION, (session_id,)).rowcount:
             raise SessionNotFound(session_id)
 
     def update_agent_state(
@@ -348,9 +525,9 @@ class SQLStore(sql.SQLReads):
     ) -> AgentState:
         with self._transaction() as tx:
             self._bump_version(tx, session_id)
-            params = sql.agent_state_params(session_id, agent, update, now, self.dialect)
-            row = tx.execute(sql.UPSERT_AGENT_STATE, params).fetchone()
-        return sql.agent_state_from_row(row, self.dialect)
+            params = agent_state_params(session_id, agent, update, now, self.dialect)
+            row = tx.execute(queries.UPSERT_AGENT_STATE, params).fetchone()
+        return agent_state_from_row(row, self.dialect)
 
     def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
         key = (checkpoint.session_id, checkpoint.covers_to_seq)
@@ -358,11 +535,11 @@ class SQLStore(sql.SQLReads):
             # Locking the row first serializes concurrent savers of one session, so the loser
             # of a race sees the winner's checkpoint rather than an error.
             self._locked_session(tx, checkpoint.session_id)
-            params = sql.summary_params(checkpoint, self.dialect)
-            if tx.execute(sql.INSERT_SUMMARY, params).rowcount:
+            params = summary_params(checkpoint, self.dialect)
+            if tx.execute(queries.INSERT_SUMMARY, params).rowcount:
                 self._bump_version(tx, checkpoint.session_id)
-            row = tx.execute(sql.SELECT_SUMMARY, key).fetchone()
-        return sql.summary_from_row(row, self.dialect)
+            row = tx.execute(queries.SELECT_SUMMARY, key).fetchone()
+        return summary_from_row(row, self.dialect)
 
     # -- turn attempts ----------------------------------------------------------------------
 
@@ -378,18 +555,18 @@ class SQLStore(sql.SQLReads):
         d = self.dialect
         params = (turn_id, attempt_id, d.encode_ts(lease_until), session_id, d.encode_ts(now))
         with self._transaction() as tx:
-            tx.execute(sql.BEGIN_TURN_ATTEMPT, params)
-            row = tx.execute(sql.SELECT_TURN_ATTEMPT, (session_id, turn_id)).fetchone()
+            tx.execute(queries.BEGIN_TURN_ATTEMPT, params)
+            row = tx.execute(queries.SELECT_TURN_ATTEMPT, (session_id, turn_id)).fetchone()
         if row is None:
             raise SessionNotFound(session_id)
-        return sql.turn_attempt_from_row(row, d)
+        return turn_attempt_from_row(row, d)
 
     def renew_turn_attempt(
         self, session_id: str, turn_id: str, attempt_id: str, *, lease_until: datetime
     ) -> bool:
         params = (self.dialect.encode_ts(lease_until), session_id, turn_id, attempt_id)
         with self._transaction() as tx:
-            return tx.execute(sql.RENEW_TURN_ATTEMPT, params).rowcount > 0
+            return tx.execute(queries.RENEW_TURN_ATTEMPT, params).rowcount > 0
 
     def end_turn_attempt(
         self, session_id: str, turn_id: str, attempt_id: str, *, error: str | None = None
@@ -397,9 +574,9 @@ class SQLStore(sql.SQLReads):
         ids = (session_id, turn_id, attempt_id)
         with self._transaction() as tx:
             if error is None:
-                tx.execute(sql.DELETE_TURN_ATTEMPT, ids)
+                tx.execute(queries.DELETE_TURN_ATTEMPT, ids)
             else:
-                tx.execute(sql.FAIL_TURN_ATTEMPT, (error, *ids))
+                tx.execute(queries.FAIL_TURN_ATTEMPT, (error, *ids))
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -408,11 +585,11 @@ class SQLStore(sql.SQLReads):
     ) -> ExpiryReport:
         at = self.dialect.encode_ts(now)
         with self._maintenance_transaction() as tx:
-            expired = tx.execute(sql.EXPIRE_DUE, (at, at)).fetchall()
+            expired = tx.execute(queries.EXPIRE_DUE, (at, at)).fetchall()
             deleted: Sequence[Any] = []
             if delete:
                 past_grace = self.dialect.encode_ts(now - grace)
-                deleted = tx.execute(sql.DELETE_EXPIRED, (past_grace,)).fetchall()
+                deleted = tx.execute(queries.DELETE_EXPIRED, (past_grace,)).fetchall()
         return ExpiryReport(
             expired=tuple(sorted(row["id"] for row in expired)),
             deleted=tuple(sorted(row["id"] for row in deleted)),
@@ -429,25 +606,25 @@ class SQLStore(sql.SQLReads):
         d = self.dialect
         with self._transaction() as tx:
             tx.execute(
-                sql.IMPORT_SESSION + " ON CONFLICT DO NOTHING",
-                sql.imported_session_params(session, d),
+                queries.IMPORT_SESSION + " ON CONFLICT DO NOTHING",
+                imported_session_params(session, d),
             )
             if (
-                tx.execute(sql.SELECT_SESSION + d.row_lock, (session.id,)).fetchone() is None
+                tx.execute(queries.SELECT_SESSION + d.row_lock, (session.id,)).fetchone() is None
             ):  # another live session holds the key
                 raise Conflict(
                     f"cannot import session {session.id}: key {session.key!r} is held by"
                     f" another live session of project {session.project!r}"
                 )
             added = self._insert_messages(
-                tx, sql.message_rows(session.id, messages, d), suffix=" ON CONFLICT DO NOTHING"
+                tx, message_rows(session.id, messages, d), suffix=" ON CONFLICT DO NOTHING"
             )
             if traces:
-                tx.executemany(sql.INSERT_TRACE, sql.trace_params(session.id, traces))
+                tx.executemany(queries.INSERT_TRACE, trace_params(session.id, traces))
             if added:
                 at = d.encode_ts(session.updated_at)
-                tx.execute(sql.RECOMPUTE_TOTALS, (at, session.id)).fetchall()
-                tx.execute(sql.RESTORE_IMPORTED, (at, session.version, session.id))
+                tx.execute(queries.RECOMPUTE_TOTALS, (at, session.id)).fetchall()
+                tx.execute(queries.RESTORE_IMPORTED, (at, session.version, session.id))
         return added
 
     # -- branches ---------------------------------------------------------------------------
@@ -465,11 +642,11 @@ class SQLStore(sql.SQLReads):
                     self._release_stale_key(tx, new, now)
                 branch = self._insert_session(tx, new, now, if_key_free=False)
                 assert branch is not None
-                for query, params in sql.fork_copies(branch.id, source_id, at_seq):
+                for query, params in queries.fork_copies(branch.id, source_id, at_seq):
                     tx.execute(query, params)
                 at = self.dialect.encode_ts(now)
-                tx.execute(sql.INSERT_FORK, (branch.id, source_id, at_seq, at))
-                return self._returning_session(tx, sql.RECOMPUTE_TOTALS, (at, branch.id))
+                tx.execute(queries.INSERT_FORK, (branch.id, source_id, at_seq, at))
+                return self._returning_session(tx, queries.RECOMPUTE_TOTALS, (at, branch.id))
         except Conflict as exc:
             if not checked:  # the source's own state, said by `check_fork`
                 raise
@@ -479,39 +656,41 @@ class SQLStore(sql.SQLReads):
 
     def list_branches(self, session_id: str) -> list[Branch]:
         self.get_session(session_id)
-        rows = self._read(sql.SELECT_BRANCHES, (session_id,))
-        return [sql.branch_from_row(row, self.dialect) for row in rows]
+        rows = self._read(queries.SELECT_BRANCHES, (session_id,))
+        return [branch_from_row(row, self.dialect) for row in rows]
 
     def fork_origin(self, session_id: str) -> Branch | None:
         self.get_session(session_id)
-        rows = self._read(sql.SELECT_FORK_ORIGIN, (session_id,))
-        return sql.branch_from_row(rows[0], self.dialect) if rows else None
+        rows = self._read(queries.SELECT_FORK_ORIGIN, (session_id,))
+        return branch_from_row(rows[0], self.dialect) if rows else None
 
     # -- API keys ---------------------------------------------------------------------------
 
     def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
         try:
             with self._transaction() as tx:
-                tx.execute(sql.INSERT_API_KEY, sql.api_key_params(key, secret_hash, self.dialect))
+                tx.execute(queries.INSERT_API_KEY, api_key_params(key, secret_hash, self.dialect))
         except Conflict as exc:
             raise Conflict(f"API key {key.id!r} exists already") from exc
 
     def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
         with self._transaction() as tx:
-            row = tx.execute(sql.REVOKE_API_KEY, (self.dialect.encode_ts(now), key_id)).fetchone()
+            row = tx.execute(
+                queries.REVOKE_API_KEY, (self.dialect.encode_ts(now), key_id)
+            ).fetchone()
         if row is None:
             raise NotFound(f"API key {key_id!r} not found")
-        return sql.api_key_from_row(row, self.dialect)
+        return api_key_from_row(row, self.dialect)
 
     def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
         with self._transaction() as tx:
             self._locked_session(tx, session_id)
-            row = tx.execute(sql.DELETE_LAST_MESSAGE, (session_id, session_id)).fetchone()
+            row = tx.execute(queries.DELETE_LAST_MESSAGE, (session_id, session_id)).fetchone()
             if row is None:
                 return None
-            deleted = sql.message_from_row(row, self.dialect)
-            for query, params in sql.forget_from_seq(session_id, deleted.seq):
+            deleted = message_from_row(row, self.dialect)
+            for query, params in queries.forget_from_seq(session_id, deleted.seq):
                 tx.execute(query, params)
             params = (self.dialect.encode_ts(now), session_id)
-            self._returning_session(tx, sql.RECOMPUTE_TOTALS, params)
+            self._returning_session(tx, queries.RECOMPUTE_TOTALS, params)
         return deleted

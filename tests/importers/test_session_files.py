@@ -17,7 +17,7 @@ BAD = FIXTURES / "dagent-malformed" / ".dagent-worktrees" / "feat-bad" / ".dagen
 
 
 def _import(tk: Turnkeeper, root: Path, **options: object) -> tuple[int, int, list[str]]:
-    report = import_from(tk, SourceKind.DAGENT, root, **options)  # type: ignore[arg-type]
+    report = import_from(tk, SourceKind.SESSION_FILES, root, **options)  # type: ignore[arg-type]
     return report.sessions_created, report.messages_added, report.errors
 
 

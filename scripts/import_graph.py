@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "foundation",
         (
             "errors",
+            "_speedups",
             "jsonenc",
             "recent",
             "types",
@@ -51,7 +52,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("transfer", ("jsonl", "importers")),
     (
         "core",
-        ("service", "expiry", "traces", "llm", "attempts", "turns", "apikeys", "callers"),
+        (
+            "service",
+            "expiry",
+            "traces",
+            "llm",
+            "attempts",
+            "turns",
+            "apikeys",
+            "callers",
+            "conversations",
+        ),
     ),
     ("assembly", ("", "assemble", "prometheus")),
     ("interfaces", ("adapters", "server", "cli", "mcp", "__main__", "testing")),

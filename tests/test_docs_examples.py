@@ -31,6 +31,8 @@ NOT_RUN = {
     "import turnkeeper\nfrom turnkeeper import AsyncChatTurns, ChatTurns": "calls the configured model",
     "import asyncio\n\nimport turnkeeper\nfrom agents import": "calls OpenAI's hosted model (needs OPENAI_API_KEY and the network)",
     "turnkeeper import ~/code/shop": "reads other systems' stores at placeholder paths",
+    "pip install 'turnkeeper[otel]'": "installs packages",
+    "export OTEL_EXPORTER_OTLP_ENDPOINT": "starts the service, sending spans to a collector",
 }
 
 

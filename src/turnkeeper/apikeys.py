@@ -6,8 +6,8 @@ slow password hash would add nothing here: the secret is not guessable, so a fas
 constant-time comparison is the whole defence, and verifying is one indexed read.
 
 A service verifies the same few keys on every request, so verified keys are remembered for a
-few seconds (`VerifiedKeys`, the `api_key_cache` setting): on PostgreSQL that read was one of a
-request's few round trips. A revocation through any `ApiKeys` over the same store object (the
+few seconds (`turnkeeper.cache.api_keys`, the `api_key_cache` setting): on PostgreSQL that read
+is one of a request's few round trips. A revocation through any `ApiKeys` over the same store object (the
 service's own, or the admin's in the same process) forgets the key at once; one made elsewhere
 (another replica, the CLI) takes effect within the cache's lifetime.
 
@@ -19,14 +19,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import threading
-import time
-import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from turnkeeper.cache.api_keys import verified_keys_of
 from turnkeeper.errors import Unauthenticated
-from turnkeeper.recent import RecentlyUsed
 from turnkeeper.storage.base import ApiKeyStore, Store, require
 from turnkeeper.types import ApiKey
 from turnkeeper.validation import check_name, check_text
@@ -64,40 +61,6 @@ def _matching(found: tuple[ApiKey, str] | None, secret: str) -> ApiKey | None:
     return key
 
 
-VERIFIED_KEYS = 1024
-"""Most keys a store's `VerifiedKeys` remembers (least recently verified forgotten first)."""
-
-
-class VerifiedKeys:
-    """Keys verified lately, by id: the record, its stored hash and until when (monotonic) it
-    may be used without reading the store again. Thread-safe and bounded."""
-
-    def __init__(self, size: int = VERIFIED_KEYS) -> None:
-        self._entries: RecentlyUsed[str, tuple[ApiKey, str, float]] = RecentlyUsed(size)
-
-    def get(self, key_id: str) -> tuple[ApiKey, str] | None:
-        found = self._entries.get(key_id)
-        if found is None:
-            return None
-        if found[2] <= time.monotonic():
-            self._entries.forget(key_id)
-            return None
-        return found[0], found[1]
-
-    def put(self, key: ApiKey, stored_hash: str, lifetime: timedelta) -> None:
-        until = time.monotonic() + lifetime.total_seconds()
-        self._entries.put(key.id, (key, stored_hash, until))
-
-    def forget(self, key_id: str) -> None:
-        self._entries.forget(key_id)
-
-
-_VERIFIED: weakref.WeakKeyDictionary[object, VerifiedKeys] = weakref.WeakKeyDictionary()
-"""Each store object's remembered keys, shared by every `ApiKeys` over it, so that revoking
-through any of them forgets the key for all."""
-_VERIFIED_GUARD = threading.Lock()
-
-
 class ApiKeys:
     """Make, verify, list and revoke API keys over a store."""
 
@@ -113,12 +76,7 @@ class ApiKeys:
         self.store = require(store, ApiKeyStore, "API keys")
         self._clock = clock
         self._cache = cache if cache is not None and cache > timedelta(0) else None
-        self._verified: VerifiedKeys | None = None
-        if self._cache is not None:
-            with _VERIFIED_GUARD:
-                self._verified = _VERIFIED.get(self.store)
-                if self._verified is None:
-                    self._verified = _VERIFIED[self.store] = VerifiedKeys()
+        self._verified = verified_keys_of(self.store) if self._cache is not None else None
 
     def create(
         self, project: str, *, name: str | None = None, admin: bool = False
@@ -171,8 +129,5 @@ class ApiKeys:
         """Revoke a key: every later request with it is refused (at once by every `ApiKeys`
         over this store object; elsewhere once their cache of it lapses). Raises `NotFound`."""
         revoked = self.store.revoke_api_key(key_id, now=self._clock())
-        with _VERIFIED_GUARD:
-            shared = _VERIFIED.get(self.store)
-        if shared is not None:
-            shared.forget(key_id)
+        verified_keys_of(self.store).forget(key_id)
         return revoked

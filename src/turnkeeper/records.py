@@ -43,8 +43,6 @@ FORMAT_VERSION = 2
 
 def to_ts(value: datetime) -> str:
     """A fixed-width UTC ISO 8601 string: sorts lexicographically in time order."""
-    if value.tzinfo is UTC:  # the service clock's times (every write has two): no conversion
-        return value.isoformat(timespec="microseconds")
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).isoformat(timespec="microseconds")

@@ -22,10 +22,11 @@ import lzma
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
-from functools import cache, cached_property, lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from turnkeeper import _speedups
 from turnkeeper.errors import InvalidConfig
 
 TOKENS_PER_MESSAGE = 3
@@ -91,19 +92,6 @@ class _ChatFormatCounter:
     def count_text(self, text: str) -> int:
         raise NotImplementedError
 
-    def _count_role(self, role: str) -> int:
-        """Tokens of a role name, counted once per counter: every message has one of a few
-        roles, and re-encoding it for each message was a measurable share of an append."""
-        tokens = self._role_tokens.get(role)
-        if tokens is None:
-            tokens = self._role_tokens[role] = self.count_text(role)
-        return tokens
-
-    @cached_property
-    def _role_tokens(self) -> dict[str, int]:
-        """`_count_role`'s answers by role (made once: a `{}` a message was a cost too)."""
-        return {}
-
     def count_message(
         self,
         role: str,
@@ -113,7 +101,7 @@ class _ChatFormatCounter:
         tool_calls: Iterable[Mapping[str, Any]] | None = None,
         tool_call_id: str | None = None,
     ) -> int:
-        tokens = TOKENS_PER_MESSAGE + self._count_role(role) + self.count_text(content)
+        tokens = TOKENS_PER_MESSAGE + self.count_text(role) + self.count_text(content)
         if name:
             tokens += TOKENS_PER_NAME + self.count_text(name)
         for call in tool_calls or ():
@@ -135,23 +123,11 @@ class TiktokenCounter(_ChatFormatCounter):
     def __init__(self, encoding: str) -> None:
         self.encoding = encoding
         self._encoder = _load_encoding(encoding)
-        # The Rust encoder under `Encoding.encode_ordinary`, called without that Python frame
-        # (once a message); text it refuses (lone surrogates) goes through the wrapper, which
-        # repairs it first, so the counts are the same.
-        core = getattr(self._encoder, "_core_bpe", None)
-        self._encode_core: Callable[[str], list[int]] = (
-            core.encode_ordinary if core is not None else self._encoder.encode_ordinary
-        )
 
     def count_text(self, text: str) -> int:
-        if not text:
-            return 0
-        # `encode_ordinary` is `encode(text, disallowed_special=())` (special tokens' text
-        # counted as ordinary text) without the per-call special-token checks.
-        try:
-            return len(self._encode_core(text))
-        except UnicodeEncodeError:
-            return len(self._encoder.encode_ordinary(text))
+        # `encode_ordinary`: special tokens' text counted as ordinary text, as a model given
+        # that text in a message would see it.
+        return len(self._encoder.encode_ordinary(text)) if text else 0
 
 
 class ApproxCounter(_ChatFormatCounter):
@@ -202,12 +178,7 @@ def _load_encoding(name: str) -> Any:
         )
     with _load_lock:
         encoding = tiktoken.Encoding(**_offline(openai_public.ENCODING_CONSTRUCTORS[name])())
-    # The encoder counts with its Rust copy of the ranks; tiktoken keeps the Python table too,
-    # only to pickle the encoding, and that table (a bytes object and an int per token) is
-    # the bulk of a process's memory: ~27 MiB of o200k_base's resident set (bench/
-    # memory_stages.py). Dropped, and pickling this encoding fails loudly instead.
-    del encoding._mergeable_ranks
-    return encoding
+    return _speedups.without_python_ranks(encoding)
 
 
 def encoding_for_model(model: str | None, default: str) -> str:

@@ -8,8 +8,8 @@ HTTP schemas) are declared elsewhere and converted at the edges.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -454,7 +454,8 @@ class ContextReport:
     in a few lines.
     """
 
-    strategy: StrategyName
+    strategy: StrategyName | str
+    """The strategy's name: a `StrategyName` for the built-ins, a custom strategy's own."""
     session_id: str
     messages_in_store: int
     messages_loaded: int
@@ -476,7 +477,7 @@ class ContextReport:
 
     def __str__(self) -> str:
         lines = [
-            f"{self.strategy.value} window: {self.messages_included} of "
+            f"{self.strategy} window: {self.messages_included} of "
             f"{self.messages_in_store} stored messages, {self.tokens_used} / {self.budget} "
             f"tokens ({self.encoding})",
             f"  loaded {self.messages_loaded} · included {self.messages_included} · "
@@ -528,30 +529,3 @@ class ApiKey:
     @property
     def active(self) -> bool:
         return self.revoked_at is None
-
-
-def _slot_filler(cls: type[T]) -> Callable[..., T]:
-    """A keyword-only constructor of the frozen, slotted dataclass `cls` that fills its slots
-    directly: `make(**fields)` is equal to `cls(**fields)`, every field given (none has a
-    default here, so a missing one is a `TypeError` as usual).
-
-    The `__init__` a frozen dataclass gets sets each field through `object.__setattr__`; for
-    the messages built in bulk — each message of an append is built three times (`NewMessage`,
-    `MessageDraft`, `Message`) and each message read once — that was a quarter of a large
-    append's own work. Only for callers that pass every field; everything else uses `cls`."""
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    body = ["    self = _new(_cls)"]
-    for name in names:
-        namespace[f"_set_{name}"] = cls.__dict__[name].__set__
-        body.append(f"    _set_{name}(self, {name})")
-    source = f"def make(*, {', '.join(names)}):\n" + "\n".join(body) + "\n    return self\n"
-    exec(source, namespace)  # the field names of our own classes, nothing else
-    make: Callable[..., T] = namespace["make"]
-    make.__doc__ = f"`{cls.__name__}(**fields)`, every field given, built directly."
-    return make
-
-
-build_new_message = _slot_filler(NewMessage)
-build_draft = _slot_filler(MessageDraft)
-build_message = _slot_filler(Message)

@@ -5,8 +5,6 @@ Validation happens before anything is written, so bad input never changes what i
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import warnings
 from collections.abc import Mapping
@@ -47,73 +45,6 @@ the envelope an answer wraps around the value."""
 MAX_TRACE_DEPTH = MAX_JSON_DEPTH + 16
 """The same bound for a turn trace (`turnkeeper.traces`), which holds its window's tool calls
 a few levels down (trace → window → entry → tool calls)."""
-
-_STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-"""`json.dumps(value, allow_nan=False)` as stored (UTF-8, compact), without building an encoder
-per call: what a value's size is measured on."""
-_LARGEST_INT = 2**64
-"""Integers below this in size are at most 20 characters of JSON (see `_plain_size`)."""
-_LEAF_SIZE = 25
-"""An upper bound of the JSON text of any number in `_plain_size`'s range, and of true, false
-and null."""
-
-
-def _plain_size(value: Any, depth: int = 0) -> int:
-    """An upper bound of `value`'s size as JSON, in UTF-8 bytes, when it is made only of dicts
-    with string keys, lists and plain strings, 64-bit integers, finite floats, booleans and None
-    (exact types), nests at most `MAX_JSON_DEPTH` levels, and every string in it, keys
-    included, is storable (as `check_storable`): one walk, with no field names and no JSON text
-    built, for the common case of good input. -1 means "not sure": `check_json` then runs the
-    precise checks, which name the problem (a cycle shows up here as too deep).
-
-    A string is counted at 6 bytes a character (a `\\u00XX` escape, the most one takes)."""
-    kind = type(value)
-    if kind is str:
-        return _string_size(value)
-    if kind is int:
-        return _LEAF_SIZE if -_LARGEST_INT < value < _LARGEST_INT else -1
-    if kind is bool or value is None:
-        return _LEAF_SIZE
-    if kind is float:
-        return _LEAF_SIZE if math.isfinite(value) else -1
-    if depth >= MAX_JSON_DEPTH:
-        return -1
-    size = 2  # the brackets
-    # Loops rather than `sum(generator)`, and strings checked in line: metadata is walked on
-    # every append, and it is mostly a few string keys and values.
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                return -1
-            key_size = _string_size(key)
-            item_size = _string_size(item) if type(item) is str else _plain_size(item, depth + 1)
-            if key_size < 0 or item_size < 0:
-                return -1
-            size += key_size + item_size + 2  # the colon and the comma
-        return size
-    if kind is list:
-        for item in value:
-            item_size = _plain_size(item, depth + 1)
-            if item_size < 0:
-                return -1
-            size += item_size + 1
-        return size
-    return -1
-
-
-def _string_size(text: str) -> int:
-    """An upper bound of a storable string's size as JSON (-1 if it is not storable)."""
-    if "\x00" in text or not (text.isascii() or _encodes(text)):
-        return -1
-    return 6 * len(text) + 2
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _unstorable(text: str) -> str | None:
@@ -197,8 +128,6 @@ def check_metadata(
     """A JSON object (dict with string keys), within the limits of `check_json`."""
     if value is None:
         return {}
-    if type(value) is dict and 0 <= _plain_size(value) <= max_bytes:
-        return dict(value)
     if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
         raise error(field, f"must be a JSON object, got {type(value).__name__}")
     check_json(field, value, max_bytes=max_bytes, error=error)
@@ -224,7 +153,7 @@ def check_json(
     if problem is not None:
         raise error(field, problem)
     try:
-        text = _STRICT_JSON.encode(value)
+        text = jsonenc.strict(value)
     except (TypeError, ValueError) as exc:
         raise error(field, f"must be JSON: {exc}") from None
     check_storable(field, value, error=error)
@@ -286,14 +215,10 @@ def check_phase(value: Phase | str | None) -> Phase | None:
         raise InvalidInput("phase", f"unknown phase {value!r}; choose one of {names}") from None
 
 
-_ROLE_OF: dict[Any, Role] = {role.value: role for role in Role}
-"""A dict lookup (a `Role` is its own value's key): far cheaper than `Role(value)`."""
-
-
 def check_role(value: Role | str) -> Role:
     try:
-        return _ROLE_OF[value]
-    except (KeyError, TypeError):
+        return Role(value)
+    except ValueError:
         raise InvalidMessage("role", f"unknown role {value!r}; choose one of {_ROLES}") from None
 
 
@@ -313,8 +238,7 @@ def _check_tool_calls(value: Any, max_bytes: int) -> tuple[JSONObject, ...]:
         if not isinstance(function.get("arguments", ""), str):
             raise InvalidMessage(f"{where}.function.arguments", "must be a JSON string")
         calls.append(dict(call, type=call.get("type", "function")))
-    if not 0 <= _plain_size(calls) <= max_bytes:
-        check_json("tool_calls", calls, max_bytes=max_bytes, error=InvalidMessage)
+    check_json("tool_calls", calls, max_bytes=max_bytes, error=InvalidMessage)
     return tuple(calls)
 
 
@@ -325,19 +249,13 @@ def check_message(
     and metadata JSON values within `check_json`'s limits (`max_json_bytes` each). Returns the
     fields that normalising changes: the role (a `Role`), the tool calls (a tuple, or None)
     and the metadata (a copy, `{}` for None).
-    The other fields are valid as given. Not a new `NewMessage`: building one per message
-    was a measurable share of a large append, and the caller reads these three anyway."""
+    The other fields are valid as given; the caller builds the draft from both."""
     role = check_role(message.role)
     content = message.content
     if not isinstance(content, str):
         raise InvalidMessage("content", f"must be text, got {type(content).__name__}")
-    if content.isascii():  # the common case: one byte a character, nothing to encode
-        size = len(content)
-        if "\x00" in content:
-            check_storable("content", content, error=InvalidMessage)
-    else:
-        check_storable("content", content, error=InvalidMessage)
-        size = len(content.encode("utf-8"))
+    check_storable("content", content, error=InvalidMessage)
+    size = len(content.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLarge("content", f"is {size} bytes; the limit is {max_bytes} bytes")
     tool_calls = None
@@ -350,7 +268,7 @@ def check_message(
             raise InvalidMessage("tool_call_id", "a tool message must name the call it answers")
     elif message.tool_call_id is not None:
         raise InvalidMessage("tool_call_id", "only tool messages answer a tool call")
-    blank = not content or content.isspace()  # `not content.strip()`, without a copy
+    blank = not content or content.isspace()
     if blank and role in (Role.USER, Role.SYSTEM):
         raise InvalidMessage("content", f"must not be empty for a {role.value} message")
     if blank and role is Role.ASSISTANT and not tool_calls:

@@ -26,6 +26,22 @@ def upstream(upstream_server: tuple[Upstream, str], env: dict[str, str]) -> Upst
     return state
 
 
+def test_chat_reaches_the_upstream_openai_api_key_and_openai_base_url_name(
+    env: dict[str, str], db: str, upstream: Upstream, upstream_server: tuple[Upstream, str]
+) -> None:
+    for name in ("TURNKEEPER_LLM_BASE_URL", "TURNKEEPER_LLM_MODEL"):
+        del env[name]
+    env |= {
+        "OPENAI_API_KEY": "sk-from-the-convention",
+        "OPENAI_BASE_URL": f"{upstream_server[1]}/v1",
+    }
+    upstream.headers.clear()
+    result = run(env, "chat", "trip", "--db", db, stdin="hello\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "reply 1 to: hello\n"
+    assert upstream.headers[0]["authorization"] == "Bearer sk-from-the-convention"
+
+
 def history(env: dict[str, str], db: str, session: str) -> list[dict[str, Any]]:
     result = run(env, "history", session, "--db", db, "--json")
     assert result.returncode == 0, result.stderr

@@ -57,6 +57,7 @@ def upstream(upstream_server: tuple[Upstream, str]) -> Upstream:
     state.mode, state.delay = "ok", 5.0
     state.failures, state.fail_status, state.retry_after = 0, 500, None
     state.gate = state.stream_gate = None
+    state.models = None
     state.cached_tokens = None
     state.requests.clear()
     state.headers.clear()

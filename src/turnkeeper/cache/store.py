@@ -13,11 +13,9 @@ reading the row again), so an entry always holds exactly what its version contai
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from turnkeeper import metrics, records
@@ -27,38 +25,21 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import SessionNotFound
 from turnkeeper.storage.base import (
     AdminStore,
-    AgentStateStore,
-    ApiKeyStore,
-    ForkStore,
-    LockingStore,
-    SeqRunStore,
-    SessionLookupStore,
     Store,
     SummaryStore,
-    TraceStore,
-    TransferStore,
-    TurnAttemptStore,
     VersionedReadStore,
 )
 from turnkeeper.types import (
-    AgentState,
-    AgentStateUpdate,
-    ApiKey,
-    Branch,
-    ExpiryReport,
     Message,
     MessageDraft,
     NewSession,
     Page,
-    ProjectStats,
-    SeqRanges,
     Session,
     SessionFilter,
     SessionPatch,
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
-    TurnAttempt,
 )
 
 if TYPE_CHECKING:  # without importing redis at run time
@@ -124,23 +105,11 @@ def _dump(value: Any) -> bytes:
 class CachedStore:
     """`Store` over another store, with an in-process LRU and/or Redis in front of its reads.
 
-    It has the capabilities of the store it wraps, and only those (see `_BY_CAPABILITY`)."""
-
-    def __new__(
-        cls,
-        inner: Store,
-        *,
-        lru: SessionLRU | None = None,
-        redis: RedisCache | None = None,
-    ) -> CachedStore:
-        """`CachedStore(inner)` is an instance of the subclass with `inner`'s capabilities."""
-        if cls is CachedStore:
-            if hasattr(type(inner), "__getattr__"):  # may delegate: ask the instance
-                parts = tuple(part for cap, part in _BY_CAPABILITY if isinstance(inner, cap))
-                cls = _class_with(parts)
-            else:
-                cls = _class_for(type(inner))
-        return super().__new__(cls)
+    It has the capabilities of the store it wraps, and only those: the optional methods
+    (`PASSED_THROUGH`) that `inner` has are its own methods, bound on this object, so
+    `isinstance(cached, SummaryStore)` answers as it would for `inner`. The cached reads of a
+    capability (`latest_summary`, `session_stats`) sit beside the methods passed through and
+    are reached only through the capability that has them."""
 
     def __init__(
         self,
@@ -154,6 +123,10 @@ class CachedStore:
         self.lru = lru
         self.redis = redis
         self._ns = keys.namespace(inner.url)
+        for name in PASSED_THROUGH:
+            method = getattr(inner, name, None)
+            if method is not None:
+                setattr(self, name, method)
 
     def __getattr__(self, name: str) -> Any:
         """Backend extras outside the contract (`schema_version`, `path`, …) stay reachable."""
@@ -370,16 +343,8 @@ class CachedStore:
             if self.redis is not None:
                 self.redis.close()
 
+    # -- cached reads of capabilities (each reached only through its capability) -----------
 
-# -- capabilities: each wrapper class has exactly those of the store it wraps -------------------
-#
-# A cache must not claim what its backend lacks (`isinstance(cached, SummaryStore)` is how the
-# service asks), so each capability lives in a subclass of its own, and `CachedStore(inner)`
-# builds the one class combining those `inner` has. `cast` (not `require`) reaches the inner
-# capability: the class was chosen because `inner` has it.
-
-
-class _CachedSummaries(CachedStore):
     def latest_summary(
         self, session_id: str, *, upto_seq: int | None = None
     ) -> SummaryCheckpoint | None:
@@ -399,14 +364,6 @@ class _CachedSummaries(CachedStore):
             return load()
         return summary
 
-    def list_summaries(self, session_id: str) -> list[SummaryCheckpoint]:
-        return cast(SummaryStore, self.inner).list_summaries(session_id)
-
-    def save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
-        return cast(SummaryStore, self.inner).save_summary(checkpoint)  # bumps the version
-
-
-class _CachedAdmin(CachedStore):
     def session_stats(self, session_id: str) -> SessionStats:
         stats, _ = self._cached(
             session_id,
@@ -417,159 +374,25 @@ class _CachedAdmin(CachedStore):
         )
         return stats
 
-    def expire_sessions(
-        self, *, now: datetime, delete: bool = False, grace: timedelta = timedelta(0)
-    ) -> ExpiryReport:
-        return cast(AdminStore, self.inner).expire_sessions(now=now, delete=delete, grace=grace)
 
-    def project_stats(self, project: str | None = None) -> list[ProjectStats]:
-        return cast(AdminStore, self.inner).project_stats(project)
-
-
-class _CachedAgentStates(CachedStore):
-    def get_agent_state(self, session_id: str, agent: str) -> AgentState | None:
-        return cast(AgentStateStore, self.inner).get_agent_state(session_id, agent)
-
-    def list_agent_states(self, session_id: str) -> list[AgentState]:
-        return cast(AgentStateStore, self.inner).list_agent_states(session_id)
-
-    def update_agent_state(
-        self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
-    ) -> AgentState:
-        return cast(AgentStateStore, self.inner).update_agent_state(
-            session_id, agent, update, now=now
-        )
-
-
-class _CachedTraces(CachedStore):
-    def read_traces(self, session_id: str, *, upto_seq: int, limit: int) -> list[tuple[int, str]]:
-        return cast(TraceStore, self.inner).read_traces(session_id, upto_seq=upto_seq, limit=limit)
-
-
-class _CachedTransfer(CachedStore):
-    def import_session(
-        self,
-        session: Session,
-        messages: Sequence[Message],
-        traces: Sequence[tuple[int, str]] = (),
-    ) -> int:
-        return cast(TransferStore, self.inner).import_session(session, messages, traces)
-
-
-class _CachedApiKeys(CachedStore):
-    def create_api_key(self, key: ApiKey, *, secret_hash: str) -> None:
-        cast(ApiKeyStore, self.inner).create_api_key(key, secret_hash=secret_hash)
-
-    def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
-        return cast(ApiKeyStore, self.inner).find_api_key(key_id)
-
-    def list_api_keys(self, project: str | None = None) -> list[ApiKey]:
-        return cast(ApiKeyStore, self.inner).list_api_keys(project)
-
-    def revoke_api_key(self, key_id: str, *, now: datetime) -> ApiKey:
-        return cast(ApiKeyStore, self.inner).revoke_api_key(key_id, now=now)
-
-
-class _CachedLocking(CachedStore):
-    def exclusive_lock(self, name: str) -> AbstractContextManager[bool]:
-        return cast(LockingStore, self.inner).exclusive_lock(name)
-
-
-class _CachedForks(CachedStore):
-    """Forking writes only the new branch (nothing cached yet) and reads the source inside the
-    backend's transaction, so it passes through and invalidates nothing."""
-
-    def fork_session(
-        self, source_id: str, at_seq: int, new: NewSession, *, now: datetime
-    ) -> Session:
-        return cast(ForkStore, self.inner).fork_session(source_id, at_seq, new, now=now)
-
-    def list_branches(self, session_id: str) -> list[Branch]:
-        return cast(ForkStore, self.inner).list_branches(session_id)
-
-    def fork_origin(self, session_id: str) -> Branch | None:
-        return cast(ForkStore, self.inner).fork_origin(session_id)
-
-
-class _CachedTurnAttempts(CachedStore):
-    """Turn attempts are shared state between processes, read as they change: never cached."""
-
-    def begin_turn_attempt(
-        self,
-        session_id: str,
-        turn_id: str,
-        attempt_id: str,
-        *,
-        now: datetime,
-        lease_until: datetime,
-    ) -> TurnAttempt:
-        return cast(TurnAttemptStore, self.inner).begin_turn_attempt(
-            session_id, turn_id, attempt_id, now=now, lease_until=lease_until
-        )
-
-    def renew_turn_attempt(
-        self, session_id: str, turn_id: str, attempt_id: str, *, lease_until: datetime
-    ) -> bool:
-        return cast(TurnAttemptStore, self.inner).renew_turn_attempt(
-            session_id, turn_id, attempt_id, lease_until=lease_until
-        )
-
-    def end_turn_attempt(
-        self, session_id: str, turn_id: str, attempt_id: str, *, error: str | None = None
-    ) -> None:
-        cast(TurnAttemptStore, self.inner).end_turn_attempt(
-            session_id, turn_id, attempt_id, error=error
-        )
-
-    def get_turn_attempt(self, session_id: str, turn_id: str) -> TurnAttempt | None:
-        return cast(TurnAttemptStore, self.inner).get_turn_attempt(session_id, turn_id)
-
-
-class _CachedSessionLookup(CachedStore):
-    def lookup_session(self, ref: str, project: str) -> Session:
-        return cast(SessionLookupStore, self.inner).lookup_session(ref, project)
-
-
-class _CachedSeqRuns(CachedStore):
-    def message_seq_runs(
-        self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
-    ) -> SeqRanges:
-        return cast(SeqRunStore, self.inner).message_seq_runs(
-            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
-        )
-
-
-_BY_CAPABILITY: tuple[tuple[type, type[CachedStore]], ...] = (
-    (SummaryStore, _CachedSummaries),
-    (AdminStore, _CachedAdmin),
-    (AgentStateStore, _CachedAgentStates),
-    (TraceStore, _CachedTraces),
-    (TransferStore, _CachedTransfer),
-    (ApiKeyStore, _CachedApiKeys),
-    (LockingStore, _CachedLocking),
-    (ForkStore, _CachedForks),
-    (SessionLookupStore, _CachedSessionLookup),
-    (TurnAttemptStore, _CachedTurnAttempts),
-    (SeqRunStore, _CachedSeqRuns),
+PASSED_THROUGH = (
+    *("list_summaries", "save_summary"),  # SummaryStore (a save bumps the version)
+    *("expire_sessions", "project_stats"),  # AdminStore
+    *("get_agent_state", "list_agent_states", "update_agent_state"),  # AgentStateStore
+    "read_traces",  # TraceStore
+    "import_session",  # TransferStore
+    *("create_api_key", "find_api_key", "list_api_keys", "revoke_api_key"),  # ApiKeyStore
+    "exclusive_lock",  # LockingStore
+    # ForkStore: forking writes only the new branch (nothing cached yet) and reads the source
+    # inside the backend's transaction, so it invalidates nothing.
+    *("fork_session", "list_branches", "fork_origin"),
+    "lookup_session",  # SessionLookupStore
+    # TurnAttemptStore: shared state between processes, read as it changes: never cached.
+    *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
+    "message_seq_runs",  # SeqRunStore
+    "search_messages",  # SearchStore
 )
-
-
-@functools.cache
-def _class_for(inner: type) -> type[CachedStore]:
-    """The cached store class for stores of class `inner`: its capabilities are methods of
-    the class, and checking each protocol (a runtime `isinstance` walk of its members) on every
-    `turnkeeper.open()` cost a tenth of a millisecond."""
-    return _class_with(tuple(part for cap, part in _BY_CAPABILITY if issubclass(inner, cap)))
-
-
-@functools.cache
-def _class_with(parts: tuple[type[CachedStore], ...]) -> type[CachedStore]:
-    """The `CachedStore` subclass with exactly these capability parts (one class per set)."""
-    if not parts:
-        return CachedStore
-    if len(parts) == 1:
-        return parts[0]
-    return type("CachedStore", parts, {"__doc__": CachedStore.__doc__})
+"""The optional store methods a `CachedStore` hands straight to its store, when it has them."""
 
 
 def cached(store: Store, settings: Settings) -> CachedStore:

@@ -386,7 +386,7 @@ class Output:
     def _report_panel(self, report: ContextReport) -> Panel:
         used = f"{report.tokens_used} / {report.budget} tokens ({report.encoding})"
         rows: list[tuple[str, Text | str]] = [
-            ("strategy", report.strategy.value),
+            ("strategy", str(report.strategy)),
             ("tokens", used),
             ("in store", str(report.messages_in_store)),
             ("loaded", _counted(report.messages_loaded, report.loaded_seqs)),

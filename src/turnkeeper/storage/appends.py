@@ -20,11 +20,9 @@ from turnkeeper.types import (
     MessageDraft,
     Session,
     SessionStatus,
-    _slot_filler,
-    build_message,
 )
 
-__all__ = ["AppendPlan", "AppendTarget", "build_append_target", "plan_append"]
+__all__ = ["AppendPlan", "AppendTarget", "plan_append"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +41,8 @@ class AppendPlan:
 
 @dataclass(frozen=True, slots=True)
 class AppendTarget:
-    """The four columns of the locked session row an append decides on. Reading just these
-    (rather than decoding the whole row: three timestamps and the metadata JSON) is a
-    measurable share of an append."""
+    """The four columns of the locked session row an append decides on (an append needs
+    neither the timestamps nor the metadata of the whole row)."""
 
     id: str
     status: SessionStatus
@@ -57,12 +54,6 @@ class AppendTarget:
         if self.status is SessionStatus.EXPIRED:
             return True
         return self.expires_at is not None and self.expires_at <= now
-
-
-build_append_target = _slot_filler(AppendTarget)
-"""`AppendTarget(**fields)` built directly (one per append: the frozen `__init__` was a
-measurable part of it)."""
-_build_plan = _slot_filler(AppendPlan)
 
 
 def plan_append(
@@ -96,7 +87,7 @@ def plan_append(
     traces: list[tuple[int, str]] = []
     for draft in fresh:
         seq += 1
-        message = build_message(
+        message = Message(
             id=draft.id,
             session_id=session.id,
             seq=seq,
@@ -116,7 +107,7 @@ def plan_append(
         if draft.trace is not None:
             traces.append((seq, draft.trace))
     result = [known[draft.id] for draft in drafts] if stored else added
-    return _build_plan(added=added, result=result, traces=traces)
+    return AppendPlan(added=added, result=result, traces=traces)
 
 
 def _check_ids(drafts: Sequence[MessageDraft], stored: Mapping[str, Message]) -> None:

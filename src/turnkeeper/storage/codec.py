@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from json import encoder as _json_encoder
 from typing import Any
 
 from turnkeeper import jsonenc
@@ -20,32 +19,14 @@ from turnkeeper.records import to_ts as to_ts
 from turnkeeper.records import to_ts_or_none as to_ts_or_none
 from turnkeeper.validation import MAX_JSON_DEPTH
 
-_ENCODER = jsonenc.Encoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-"""`json.dumps` with these options, without its per-call overhead (`turnkeeper.jsonenc`)."""
-
-
-_STRING = _json_encoder.encode_basestring
-"""A JSON string's text as `_ENCODER` writes it (`ensure_ascii=False`)."""
-
 
 def dump_json(value: Any) -> str:
-    """Canonical JSON text. The empty object (most messages' metadata) skips the encoder, and
-    so does an object of one text under one key (the OpenAI Agents adapter's metadata: its
-    item's JSON text, on every message it stores): the same text, without building an encoder
-    for one pair (a tenth of the rows of a large append)."""
-    if type(value) is dict:
-        if not value:
-            return "{}"
-        if len(value) == 1:
-            ((key, text),) = value.items()
-            if type(key) is str and type(text) is str:
-                return "{" + _STRING(key) + ":" + _STRING(text) + "}"
-    return _ENCODER.encode(value)
+    """Canonical JSON text (`jsonenc.canonical`)."""
+    return jsonenc.canonical(value)
 
 
 def load_json(value: Any) -> Any:
     """Decode a JSON column (text on SQLite, on PostgreSQL what its `jsonb` loader reads).
-    The empty object, by far the most common value, skips the parser.
 
     A value nested deeper than any write accepts (`MAX_JSON_DEPTH`: one stored before the
     limit, or written by hand) is read with what lies beyond the limit replaced by a note
@@ -53,8 +34,6 @@ def load_json(value: Any) -> Any:
     out a value an interface could not answer with."""
     if value is None or not isinstance(value, str):
         return value
-    if value == "{}":
-        return {}
     return jsonenc.loads_within(value, MAX_JSON_DEPTH)
 
 

@@ -13,7 +13,7 @@ from turnkeeper.types import Usage
 
 def _populate(tk: Turnkeeper) -> list[str]:
     call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":1}'}}
-    a = tk.create_session(key="a", project="p", subject="bead-1", kind="dev", title="T",
+    a = tk.create_session(key="a", project="p", subject="ticket-1", kind="dev", title="T",
                           phase="plan", metadata={"x": [1, 2]})  # fmt: skip
     tk.append(a, "system", "sys")
     tk.append(a, "user", "Größe? 🚀", author="ana", metadata={"referenced_ids": ["e1"]})

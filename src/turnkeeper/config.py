@@ -5,7 +5,7 @@ variables, the TOML config file, then the defaults below. The config file is
 `$TURNKEEPER_CONFIG` if set, else `turnkeeper.toml` in the user's config directory
 (platformdirs); keys may sit at the top level or under a `[turnkeeper]` table.
 
-Key names follow the older designs (see docs/compatibility.md): the bead conversation
+Key names follow the older designs (see docs/compatibility.md): the older conversation
 service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_tokens` (now
 `budget_tokens`), `keep_recent_messages`) and the personal agent's (`max_history_messages`, `max_context_tokens`,
 `reserved_tokens`, `context_strategy`); the aliases are accepted too.
@@ -71,7 +71,7 @@ address, or an IPv6 address in brackets."""
 
 
 def parse_duration(value: Any) -> Any:
-    """Accept Go-style durations as the bead conversation service writes them
+    """Accept Go-style durations as the older conversation service writes them
     ("24h", "1h30m", "90s", "2d");
     anything else is left for pydantic (seconds, ISO 8601 "PT2H", timedelta)."""
     if isinstance(value, str) and _DURATION.match(value):

@@ -19,14 +19,14 @@ def _ts(text: str) -> datetime:
 def test_create_stores_every_field_given(cli: Cli) -> None:
     before = datetime.now(UTC)
     out = cli.json(
-        "sessions", "create", "--key", "k1", "--project", "acme", "--subject", "bead-7",
+        "sessions", "create", "--key", "k1", "--project", "acme", "--subject", "ticket-7",
         "--kind", "dev-task", "--title", "Fix login", "--phase", "plan",
         "--metadata", '{"team": "web", "n": [1, 2]}', "--ttl", "90m",
     )  # fmt: skip
     session = out["session"]
     assert out["created"] is True
     assert {k: session[k] for k in ("key", "project", "subject", "kind", "title", "phase")} == {
-        "key": "k1", "project": "acme", "subject": "bead-7", "kind": "dev-task",
+        "key": "k1", "project": "acme", "subject": "ticket-7", "kind": "dev-task",
         "title": "Fix login", "phase": "plan",
     }  # fmt: skip
     assert session["metadata"] == {"team": "web", "n": [1, 2]}

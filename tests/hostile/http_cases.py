@@ -418,10 +418,16 @@ PATH_CASES = [
     Case("path: unknown route", "GET", "/v1/sessions/target/secrets"),
     Case("path: wrong method", "PUT", TARGET, {"title": "x"}),
     Case("path: DELETE on messages", "DELETE", f"{TARGET}/messages"),
-    Case("path: bead conversation of another project", "GET", "/api/v1/conversations/other"),
-    Case("path: bead conversation delete, other project", "DELETE", "/api/v1/conversations/other"),
+    Case("path: older conversation route of another project", "GET", "/api/v1/conversations/other"),
     Case(
-        "path: bead conversation reset, other project", "POST", "/api/v1/conversations/other/reset"
+        "path: older conversation route delete, other project",
+        "DELETE",
+        "/api/v1/conversations/other",
+    ),
+    Case(
+        "path: older conversation route reset, other project",
+        "POST",
+        "/api/v1/conversations/other/reset",
     ),
 ]
 

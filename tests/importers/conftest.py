@@ -1,5 +1,5 @@
 """Fixtures for the importer tests: a turnkeeper on a SQLite file, the hand-written fixtures,
-and the bead conversation service's table created with its own DDL in a PostgreSQL schema of
+and the older conversation service's table created with its own DDL in a PostgreSQL schema of
 its own."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def fixture_copy(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
-def bead_conversation_db(postgres_server: str) -> Iterator[str]:
-    """A database URL whose schema holds the bead conversation service's
+def older_service_db(postgres_server: str) -> Iterator[str]:
+    """A database URL whose schema holds the older conversation service's
     `conversation_contexts` (its DDL as
     written, with the `beads` and `projects` tables its foreign keys need) and no rows."""
     import psycopg

@@ -1,5 +1,5 @@
-"""The bead conversation service's `conversation_contexts` table, created with its DDL on the
-real PostgreSQL, imports row by row: bead as subject, project, expiry, token
+"""An older conversation service's `conversation_contexts` table, created with its DDL on the
+real PostgreSQL, imports row by row: its subject column as subject, project, expiry, token
 counts, idempotently."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ def _import(tk: Turnkeeper, url: str, *, dry_run: bool = False) -> tuple[int, in
     return report.sessions_created, report.messages_added, report.errors
 
 
-def test_a_row_becomes_a_session_with_bead_project_expiry_and_token_counts(
-    local: Turnkeeper, bead_conversation_db: str
+def test_a_row_becomes_a_session_with_subject_project_expiry_and_token_counts(
+    local: Turnkeeper, older_service_db: str
 ) -> None:
-    run_sql(bead_conversation_db, "conversation_contexts_rows.sql")
-    assert _import(local, bead_conversation_db) == (2, 7, [])
+    run_sql(older_service_db, "conversation_contexts_rows.sql")
+    assert _import(local, older_service_db) == (2, 7, [])
     session = local.get_session(SRE)  # the row's UUID is kept as the id …
     assert local.get_session(SRE, project="loom").id == SRE  # … and is the key in its project
     assert (session.project, session.subject, session.key) == ("loom", "bd-101", SRE)
@@ -44,10 +44,10 @@ def test_a_row_becomes_a_session_with_bead_project_expiry_and_token_counts(
 
 
 def test_a_session_id_that_is_not_a_uuid_is_the_key_of_a_derived_id(
-    local: Turnkeeper, bead_conversation_db: str
+    local: Turnkeeper, older_service_db: str
 ) -> None:
-    run_sql(bead_conversation_db, "conversation_contexts_rows.sql")
-    _import(local, bead_conversation_db)
+    run_sql(older_service_db, "conversation_contexts_rows.sql")
+    _import(local, older_service_db)
     legacy = local.get_session("ctx-bd-201-legacy", project="weave")
     assert legacy.id != legacy.key and legacy.subject == "bd-201"
     system = local.history(legacy)[0]
@@ -55,22 +55,22 @@ def test_a_session_id_that_is_not_a_uuid_is_the_key_of_a_derived_id(
 
 
 def test_importing_twice_adds_nothing_and_a_dry_run_writes_nothing(
-    local: Turnkeeper, bead_conversation_db: str
+    local: Turnkeeper, older_service_db: str
 ) -> None:
-    run_sql(bead_conversation_db, "conversation_contexts_rows.sql")
-    assert _import(local, bead_conversation_db, dry_run=True) == (2, 7, [])
+    run_sql(older_service_db, "conversation_contexts_rows.sql")
+    assert _import(local, older_service_db, dry_run=True) == (2, 7, [])
     assert local.list_sessions(project="loom").items == ()
-    assert _import(local, bead_conversation_db) == (2, 7, [])
-    assert _import(local, bead_conversation_db) == (0, 0, [])
-    assert _import(local, bead_conversation_db, dry_run=True) == (0, 0, [])
+    assert _import(local, older_service_db) == (2, 7, [])
+    assert _import(local, older_service_db) == (0, 0, [])
+    assert _import(local, older_service_db, dry_run=True) == (0, 0, [])
 
 
 def test_malformed_messages_are_named_by_row_and_index_and_the_rest_imports(
-    local: Turnkeeper, bead_conversation_db: str
+    local: Turnkeeper, older_service_db: str
 ) -> None:
-    run_sql(bead_conversation_db, "conversation_contexts_rows.sql")
-    run_sql(bead_conversation_db, "conversation_contexts_malformed.sql")
-    created, added, errors = _import(local, bead_conversation_db)
+    run_sql(older_service_db, "conversation_contexts_rows.sql")
+    run_sql(older_service_db, "conversation_contexts_malformed.sql")
+    created, added, errors = _import(local, older_service_db)
     row = f"{TABLE}[session_id=7a7a7a7a-1111-4222-8333-944444444444]"
     assert errors == [
         f"{row}.messages[1]: a message must be a JSON object",
@@ -83,12 +83,12 @@ def test_malformed_messages_are_named_by_row_and_index_and_the_rest_imports(
     assert contents == ["A good question.", "Another good answer."]
 
 
-def test_the_cli_reads_the_table_from_source_db(cli: Cli, bead_conversation_db: str) -> None:
-    run_sql(bead_conversation_db, "conversation_contexts_rows.sql")
-    dry = cli.json("import", "--source-db", bead_conversation_db, "--dry-run")
+def test_the_cli_reads_the_table_from_source_db(cli: Cli, older_service_db: str) -> None:
+    run_sql(older_service_db, "conversation_contexts_rows.sql")
+    dry = cli.json("import", "--source-db", older_service_db, "--dry-run")
     assert (dry["dry_run"], dry["sessions_created"], dry["messages_added"]) == (True, 2, 7)
     assert cli.json("sessions", "list", "--project", "loom")["sessions"] == []
-    done = cli.ok("import", "--from", "conversation-contexts", "--source-db", bead_conversation_db)
+    done = cli.ok("import", "--from", "conversation-contexts", "--source-db", older_service_db)
     assert "Imported 2 new sessions and 7 new messages" in done.stdout
     shown = cli.json("sessions", "show", SRE)["session"]
     assert shown["subject"] == "bd-101"

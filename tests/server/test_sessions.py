@@ -12,7 +12,7 @@ PROBLEM = "application/problem+json"
 def test_creates_a_session_in_the_keys_project(client: httpx.Client) -> None:
     response = client.post(
         "/v1/sessions",
-        json={"key": "dev-task-F1", "subject": "bead-42", "kind": "dev-task", "title": "Leak",
+        json={"key": "dev-task-F1", "subject": "ticket-42", "kind": "dev-task", "title": "Leak",
               "metadata": {"agent_id": "a7"}},
     )  # fmt: skip
     assert response.status_code == 201
@@ -50,15 +50,15 @@ def test_gets_a_session_by_id_or_by_key(client: httpx.Client) -> None:
 
 def test_lists_with_filters_and_cursor_pages(client: httpx.Client) -> None:
     for n in range(5):
-        client.post("/v1/sessions", json={"key": f"s{n}", "subject": "bead-1" if n % 2 else "x"})
+        client.post("/v1/sessions", json={"key": f"s{n}", "subject": "ticket-1" if n % 2 else "x"})
     first = client.get("/v1/sessions", params={"limit": 2}).json()
     second = client.get("/v1/sessions", params={"limit": 2, "cursor": first["next_cursor"]}).json()
     third = client.get("/v1/sessions", params={"limit": 2, "cursor": second["next_cursor"]}).json()
     keys = [s["key"] for page in (first, second, third) for s in page["items"]]
     assert sorted(keys) == ["s0", "s1", "s2", "s3", "s4"]
     assert third["next_cursor"] is None
-    beads = client.get("/v1/sessions", params={"subject": "bead-1"}).json()["items"]
-    assert sorted(s["key"] for s in beads) == ["s1", "s3"]
+    tickets = client.get("/v1/sessions", params={"subject": "ticket-1"}).json()["items"]
+    assert sorted(s["key"] for s in tickets) == ["s1", "s3"]
 
 
 def test_update_changes_only_the_fields_sent(client: httpx.Client) -> None:

@@ -34,7 +34,7 @@ def test_create_session_gives_a_uuid_and_the_fields_asked_for(tk: Turnkeeper, cl
     session = tk.create_session(
         key="dev-task-F1-T3",
         project="acme",
-        subject="bead-7",
+        subject="ticket-7",
         kind="dev-task",
         title="Fix the leak",
         phase="plan",
@@ -44,7 +44,7 @@ def test_create_session_gives_a_uuid_and_the_fields_asked_for(tk: Turnkeeper, cl
     assert (session.key, session.project, session.subject, session.kind) == (
         "dev-task-F1-T3",
         "acme",
-        "bead-7",
+        "ticket-7",
         "dev-task",
     )
     assert (session.title, session.phase, session.status) == (
@@ -121,17 +121,17 @@ def test_project_scope_hides_other_projects_sessions(tk: Turnkeeper) -> None:
 
 
 def test_list_filters_and_orders_by_last_activity(tk: Turnkeeper, clock: Clock) -> None:
-    a = tk.create_session(project="p", subject="bead-1", kind="dev-task")
+    a = tk.create_session(project="p", subject="ticket-1", kind="dev-task")
     clock.advance(timedelta(seconds=1))
-    b = tk.create_session(project="p", subject="bead-2", kind="qa-task")
+    b = tk.create_session(project="p", subject="ticket-2", kind="qa-task")
     clock.advance(timedelta(seconds=1))
-    c = tk.create_session(project="q", subject="bead-1", kind="dev-task")
+    c = tk.create_session(project="q", subject="ticket-1", kind="dev-task")
     clock.advance(timedelta(seconds=1))
     tk.append(a, "user", "bump a to the top")
     clock.advance(timedelta(seconds=1))
     assert [s.id for s in tk.list_sessions().items] == [a.id, c.id, b.id]
     assert [s.id for s in tk.list_sessions(project="p").items] == [a.id, b.id]
-    assert [s.id for s in tk.list_sessions(subject="bead-1").items] == [a.id, c.id]
+    assert [s.id for s in tk.list_sessions(subject="ticket-1").items] == [a.id, c.id]
     assert [s.id for s in tk.list_sessions(kind="qa-task").items] == [b.id]
     tk.archive_session(b)
     assert [s.id for s in tk.list_sessions(status="archived").items] == [b.id]
@@ -141,15 +141,15 @@ def test_list_filters_and_orders_by_last_activity(tk: Turnkeeper, clock: Clock) 
 
 def test_search_finds_text_in_key_subject_or_title_ignoring_case(tk: Turnkeeper) -> None:
     by_key = tk.create_session(key="Invoice-42")
-    by_subject = tk.create_session(subject="bead-invoice")
+    by_subject = tk.create_session(subject="ticket-invoice")
     by_title = tk.create_session(title="Late INVOICES", phase="plan")
-    tk.create_session(key="other", subject="bead-9", title="Weather")
+    tk.create_session(key="other", subject="ticket-9", title="Weather")
     literal = tk.create_session(title="100%_sure")
     found = {s.id for s in tk.list_sessions(search="invoice").items}
     assert found == {by_key.id, by_subject.id, by_title.id}
     assert [s.id for s in tk.list_sessions(search="invoice", phase="plan").items] == [by_title.id]
     assert [s.id for s in tk.list_sessions(search="%_").items] == [literal.id]  # not wildcards
-    assert tk.list_sessions(search="bead_9").items == ()  # "_" is no wildcard: not bead-9
+    assert tk.list_sessions(search="ticket_9").items == ()  # "_" is no wildcard: not ticket-9
 
 
 def test_cursor_pagination_visits_every_session_once(tk: Turnkeeper, clock: Clock) -> None:

@@ -1,5 +1,5 @@
 """Many processes appending to one PostgreSQL session at once lose and duplicate nothing —
-and the bead conversation service's literal design (a JSONB array per session, read,
+and the older conversation service's literal design (a JSONB array per session, read,
 appended to in the application,
 written back) loses messages under the same load. That is why messages are rows.
 """
@@ -57,7 +57,7 @@ def _same_ids_writer(url: str, session_id: str, barrier: Any) -> None:
 
 
 def _array_writer(url: str, session_id: str, writer: int, barrier: Any) -> None:
-    """The bead conversation service's UpdateSession: load the session's messages array,
+    """The older conversation service's UpdateSession: load the session's messages array,
     append, save it back."""
     import psycopg
 
@@ -151,7 +151,7 @@ def test_processes_retrying_the_same_ids_store_each_once(shared_url: str) -> Non
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_bead_conversation_json_array_read_modify_write_loses_messages_under_the_same_load(
+def test_older_service_json_array_read_modify_write_loses_messages_under_the_same_load(
     shared_url: str,
 ) -> None:
     import psycopg

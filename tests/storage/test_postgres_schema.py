@@ -71,7 +71,7 @@ def test_metadata_is_jsonb_and_times_are_timestamptz(pg: PostgresStore, postgres
 @pytest.mark.parametrize(
     ("query", "index"),
     [
-        ("SELECT id FROM sessions WHERE subject = 'bead-1'", "sessions_by_subject"),
+        ("SELECT id FROM sessions WHERE subject = 'ticket-1'", "sessions_by_subject"),
         (
             "SELECT id FROM sessions WHERE status = 'active' AND expires_at <= now()",
             "sessions_by_expiry",

@@ -18,7 +18,7 @@ def seed(service: Service) -> dict[str, str]:
     """A few sessions in two projects; returns their ids by key."""
     tk = service.tk
     support = tk.create_session(
-        key="support-42", project="alpha", subject="bead-7", kind="support",
+        key="support-42", project="alpha", subject="ticket-7", kind="support",
         title="Refund for order 42", phase="execute", ttl=timedelta(days=7),
     )  # fmt: skip
     tk.append(support, "system", "You are a courteous support agent.")

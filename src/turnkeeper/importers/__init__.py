@@ -7,7 +7,7 @@ while everything else is imported.
 
 - `jsonl` — turnkeeper's own export (`turnkeeper.jsonl`);
 - `session-files` — a desktop agents app's session files (`turnkeeper.importers.session_files`;
-  `dagent`, the app's name, is accepted for it);
+  the app's own name is accepted for it);
 - `conversation-contexts` — an older conversation service's PostgreSQL table
   (`turnkeeper.importers.conversation_contexts`).
 """

@@ -1,6 +1,6 @@
 """What every importer shares: batches of one session each, and the loop that stores them.
 
-A source (turnkeeper's JSONL, dagent's session files, the bead conversation service's
+A source (turnkeeper's JSONL, a desktop agents app's session files, an older conversation service's
 `conversation_contexts` table)
 only turns its own records into `Batch`es — a finished `Session` with its `Message`s — and
 reports what it cannot read as `where: problem` in `ImportReport.errors`, where `where` is the

@@ -1,7 +1,7 @@
-"""Import the bead conversation service's PostgreSQL table `conversation_contexts` into turnkeeper.
+"""Import an older conversation service's PostgreSQL table `conversation_contexts` into turnkeeper.
 
 One row is one session: `session_id` becomes the key (and the id, when it is a UUID as that service
-makes them), `bead_id` the subject, `project_id` the project, `expires_at` the expiry, and the
+makes them), its subject column (`bead_id`) the subject, `project_id` the project, `expires_at` the expiry, and the
 JSONB `messages` array (`ChatMessage`: role, content, timestamp, token_count) the messages. The
 row's cumulative `token_count` and its `metadata` (agent and provider ids) are kept in the
 session's metadata; a message's `token_count` — the completion tokens that service records on

@@ -10,7 +10,7 @@ Three kinds of file, all found under a project root (or given one by one):
 - the old `{featureId}/.dagent/nodes/{taskId}/session.json` — the dev agent's appended
   messages (an object with `messages` or `entries`, or a bare array).
 
-The session id becomes the key; the old files get the ids dagent's own migration plan gives
+The session id becomes the key; the old files get the ids the app's own migration plan gives
 them (`pm-feature-{featureId}`, `dev-task-{featureId}-{taskId}`), so an old file and its
 successor land in the same turnkeeper session, the old messages first. `type` becomes the kind,
 `featureId` the subject (the unit of work) and,

@@ -26,7 +26,7 @@ class StoreContract:
                 "acme",
                 key="k-1",
                 title="Fix it",
-                subject="bead-7",
+                subject="ticket-7",
                 kind="dev-task",
                 phase="plan",
                 expires_at=NOW + timedelta(hours=1),
@@ -36,7 +36,7 @@ class StoreContract:
         )
         assert len(session.id) == 36 and session.id.count("-") == 4
         assert (session.project, session.key, session.title) == ("acme", "k-1", "Fix it")
-        assert (session.subject, session.kind, session.phase) == ("bead-7", "dev-task", "plan")
+        assert (session.subject, session.kind, session.phase) == ("ticket-7", "dev-task", "plan")
         assert session.status is SessionStatus.ACTIVE
         assert session.created_at == session.updated_at == NOW
         assert session.expires_at == NOW + timedelta(hours=1)

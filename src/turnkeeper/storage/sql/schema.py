@@ -136,7 +136,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
             # A key names one live session per project; archived and expired holders keep it.
             _LIVE_KEY,
-            # The bead conversation service's three indexes, plus key and project lookups.
+            # The older conversation service's three indexes, plus key and project lookups.
             "CREATE INDEX sessions_by_subject ON sessions (subject)",
             "CREATE INDEX sessions_by_expiry ON sessions (expires_at) WHERE status = 'active'",
             "CREATE INDEX sessions_by_status ON sessions (status, updated_at, id)",

@@ -10,6 +10,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 PORT ?= 8000
 DB   ?= sqlite:///$(CURDIR)/demo.db
+TEST_WORKERS ?= 2
 
 .PHONY: run test test-long bench lint typecheck docs setup services chromium clean
 
@@ -46,8 +47,11 @@ services: ## Start PostgreSQL and Redis if they are installed and down (tolerate
 chromium: ## The system Chromium the browser tests drive (installed with apt-get when missing)
 	@sh scripts/chromium.sh
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist; `make test TEST_WORKERS=1` for one).
+# Bytecode is written for the run even where PYTHONDONTWRITEBYTECODE is set: the tests start
+# `turnkeeper` as a subprocess hundreds of times, and each would compile the package anew.
 test: lint typecheck docs services chromium ## Lint, type-check, build the docs, run the tests
-	$(BIN)/python -m pytest -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-long: setup services ## The model-based test of the public API, long random profile, every backend
 	TK_STATEFUL_PROFILE=long $(BIN)/python -m pytest -q tests/promise/test_stateful.py

@@ -120,11 +120,12 @@ def http_page(schema: dict[str, Any]) -> str:
         lines += [f"## {tag}", "", "| method | path | what it does |", "|---|---|---|"]
         lines += [f"| {m} | `{p}` | {s} |" for m, p, s in by_tag[tag]]
         lines.append("")
-    lines += [
-        "## Routes of older clients",
-        "",
-        f"{older} routes under `{OLDER_CLIENTS}` keep the paths and fields of a service turnkeeper",
-        "replaces, so its clients carry over: see [compatibility](../compatibility.md).",
-        "",
-    ]
+    if older:
+        lines += [
+            "## Routes of older clients",
+            "",
+            f"{older} routes under `{OLDER_CLIENTS}` keep the paths and fields of a service",
+            "turnkeeper replaces, so its clients carry over: see [compatibility](../compatibility.md).",
+            "",
+        ]
     return "\n".join(lines)

@@ -8,8 +8,13 @@ Every `import` of a turnkeeper module is an edge, read from the source (nothing 
 at module level, inside a function (lazy, marked `~`) or under `if TYPE_CHECKING:` (marked `?`).
 All three kinds must point to the importer's own layer or a lower one, and no kind may close a
 cycle. A package's `__init__` re-exporting its own submodules is not an edge (the submodules
-import their siblings, not the package); the top package's imports are edges like any other. Exit status 1 on any violation; `tests/test_layers.py`
-runs this, so `make test` enforces it. The layers are explained in `docs/architecture.md`.
+import their siblings, not the package); the top package's imports are edges like any other.
+
+The three interfaces (the command line, MCP and HTTP) share a layer but not code: each depends
+on the core, never on another. The only imports between them are the ones in `STARTS`, each
+inside the function that starts the other interface. Exit status 1 on any violation;
+`tests/test_layers.py` and `tests/test_import_graph.py` run this, so `make test` enforces it.
+The layers are explained in `docs/architecture.md`.
 """
 
 from __future__ import annotations
@@ -47,13 +52,41 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("transfer", ("jsonl", "importers")),
     (
         "core",
-        ("service", "expiry", "traces", "llm", "attempts", "turns", "apikeys", "callers"),
+        (
+            "service",
+            "expiry",
+            "traces",
+            "llm",
+            "attempts",
+            "turns",
+            "apikeys",
+            "callers",
+            "conversations",
+        ),
     ),
     ("assembly", ("", "assemble", "prometheus")),
     ("interfaces", ("adapters", "server", "cli", "mcp", "__main__", "testing")),
 )
 """Lowest first. A module belongs to the layer of its longest matching name (`""` is the
 package itself); it may import from its own layer and the ones before it."""
+
+INTERFACES: dict[str, tuple[str, ...]] = {
+    "cli": ("cli", "__main__"),
+    "mcp": ("mcp",),
+    "server": ("server",),
+}
+"""Each interface and the modules it is made of. What two of them share (a record's JSON shape,
+a phrase) lives below them: `records`, `wording`."""
+
+STARTS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("turnkeeper.cli.server", "server"),  # `turnkeeper serve` runs the HTTP service
+        ("turnkeeper.cli.mcp", "mcp"),  # `turnkeeper mcp` serves the MCP tools on stdio
+        ("turnkeeper.server.mcp", "mcp"),  # the service's `/mcp` serves them over HTTP
+    }
+)
+"""The imports allowed from one interface into another: (module, interface imported), and only
+inside a function (lazy), so neither interface loads the other until it starts it."""
 
 MARKS = {"top": " ", "lazy": "~", "typing": "?"}
 
@@ -87,6 +120,23 @@ def layer_of(module: str) -> int:
     if best is None:
         raise KeyError(module)
     return best[1]
+
+
+def interface_of(module: str) -> str | None:
+    """The interface `module` belongs to (`cli`, `mcp`, `server`), or None."""
+    relative = module.removeprefix(PACKAGE).removeprefix(".")
+    for interface, prefixes in INTERFACES.items():
+        if any(relative == prefix or relative.startswith(prefix + ".") for prefix in prefixes):
+            return interface
+    return None
+
+
+def crosses_interfaces(edge: Edge) -> bool:
+    """True when `edge` goes from one interface into another other than as `STARTS` allows."""
+    source, target = interface_of(edge.source), interface_of(edge.target)
+    if source is None or target is None or source == target:
+        return False
+    return edge.kind != "lazy" or (edge.source, target) not in STARTS
 
 
 def edges_of(module: str, path: Path, modules: dict[str, Path]) -> set[Edge]:
@@ -185,6 +235,12 @@ def check(root: Path = SOURCE) -> tuple[dict[str, list[Edge]], list[str]]:
             problems.append(
                 f"{edge.source} ({LAYERS[source][0]}) imports {edge.target}"
                 f" ({LAYERS[target][0]}) upward [{edge.kind}]"
+            )
+    for edge in sorted(edges):
+        if crosses_interfaces(edge):
+            problems.append(
+                f"{edge.source} ({interface_of(edge.source)}) imports {edge.target}"
+                f" ({interface_of(edge.target)}): interfaces stay apart [{edge.kind}]"
             )
     for component in cycles(edges):
         problems.append("import cycle: " + " ↔ ".join(component))

@@ -1,15 +1,11 @@
 """The service's shape: grab-bag areas live under `tk.agents` and `tk.transfer`, their old flat
-names still work and warn, and the operations adapters need (taking back the newest message,
+names are gone (removed in 0.2), and the operations adapters need (taking back the newest message,
 API keys) go through the service's clock and project scope, on every backend."""
 
 from __future__ import annotations
 
-import io
 import warnings
-from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -58,51 +54,24 @@ def test_api_keys_are_stamped_by_the_services_clock(tk: Turnkeeper, clock: Clock
     assert tk.keys.revoke(key.id).revoked_at == clock()
 
 
-MOVED: list[tuple[str, str, Callable[[Turnkeeper, str], Any]]] = [
-    ("set_phase", "tk.agents.set_phase", lambda tk, s: tk.set_phase(s, "plan", by="pm")),
-    ("handoff", "tk.agents.handoff", lambda tk, s: tk.handoff(s, "pm", "dev", "go")),
-    ("agent_responded", "tk.agents.responded", lambda tk, s: tk.agent_responded(s, "dev", "ok")),
-    ("agent_state", "tk.agents.state", lambda tk, s: tk.agent_state(s, "dev")),
-    ("agent_states", "tk.agents.states", lambda tk, s: tk.agent_states(s)),
-    (
-        "update_agent_state",
-        "tk.agents.update_state",
-        lambda tk, s: tk.update_agent_state(s, "dev", provider_session_id="p-1"),
-    ),
-    ("expire", "tk.transfer.expire", lambda tk, s: tk.expire(dry_run=True)),
-    (
-        "export_sessions",
-        "tk.transfer.export_sessions",
-        lambda tk, s: tk.export_sessions([s], io.StringIO()),
-    ),
-]
+REMOVED = {
+    "set_phase": "agents.set_phase",
+    "handoff": "agents.handoff",
+    "agent_responded": "agents.responded",
+    "agent_state": "agents.state",
+    "agent_states": "agents.states",
+    "update_agent_state": "agents.update_state",
+    "expire": "transfer.expire",
+    "export_sessions": "transfer.export_sessions",
+    "import_sessions": "transfer.import_sessions",
+}
 
 
-@pytest.mark.parametrize(("old", "new", "call"), MOVED, ids=[old for old, _, _ in MOVED])
-def test_moved_names_still_work_and_warn_with_the_new_name(
-    tk: Turnkeeper, old: str, new: str, call: Callable[[Turnkeeper, str], Any]
-) -> None:
-    session = tk.create_session(key="team")
-    tk.append(session, "user", "hello")
-    with pytest.warns(DeprecationWarning, match=rf"Turnkeeper\.{old} is deprecated; use {new}"):
-        result = call(tk, session.id)
-    assert result is not None
-
-
-def test_the_old_names_give_what_the_new_ones_give(tk: Turnkeeper, tmp_path: Path) -> None:
-    session = tk.create_session(key="team")
-    tk.agents.responded(session, "dev", "done", execution_ms=5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        assert tk.agent_state(session, "dev") == tk.agents.state(session, "dev")
-        assert tk.agent_states(session) == tk.agents.states(session)
-        out = io.StringIO()
-        assert tk.export_sessions([session], out) == (1, 1)
-    path = tmp_path / "team.jsonl"
-    path.write_text(out.getvalue(), encoding="utf-8")
-    with pytest.warns(DeprecationWarning):
-        report = tk.import_sessions(path, dry_run=True)
-    assert report == tk.transfer.import_sessions(path, dry_run=True)
+def test_the_old_flat_names_are_gone_and_their_new_homes_answer(tk: Turnkeeper) -> None:
+    for old, new in REMOVED.items():
+        assert not hasattr(tk, old), old
+        part, name = new.split(".")
+        assert callable(getattr(getattr(tk, part), name)), new
 
 
 def test_the_new_names_do_not_warn(tk: Turnkeeper) -> None:

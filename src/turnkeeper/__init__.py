@@ -22,6 +22,7 @@ from turnkeeper.assemble import open_service
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.context.conversation import ConversationContext
 from turnkeeper.context.formats import to_anthropic, to_openai
+from turnkeeper.context.strategies import Strategy
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import (
     BackendUnavailable,
@@ -114,6 +115,7 @@ __all__ = [
     "SessionStatus",
     "Settings",
     "Store",
+    "Strategy",
     "StrategyName",
     "Summarizer",
     "SummaryCheckpoint",

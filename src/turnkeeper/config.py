@@ -9,6 +9,13 @@ Key names follow the older designs (see docs/compatibility.md): the bead convers
 service's (`session_expiration`, `cleanup_interval`, `token_strategy`, `max_tokens` (now
 `budget_tokens`), `keep_recent_messages`) and the personal agent's (`max_history_messages`, `max_context_tokens`,
 `reserved_tokens`, `context_strategy`); the aliases are accepted too.
+
+The model providers' own variables are read by convention, below all of turnkeeper's settings:
+`OPENAI_API_KEY` and `OPENAI_BASE_URL` configure the OpenAI-compatible upstream, and
+`ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL` the Anthropic one, when turnkeeper's own settings of
+that upstream (`llm_base_url`, `llm_api_key`; `anthropic_base_url`, `anthropic_api_key`) are not
+given. A provider's key is never sent to an endpoint turnkeeper's settings chose elsewhere (see
+`PROVIDER_VARIABLES`).
 """
 
 from __future__ import annotations
@@ -17,13 +24,22 @@ import functools
 import os
 import re
 import tomllib
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import platformdirs
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -325,6 +341,17 @@ class Settings(BaseSettings):
     llm_api_key: str | None = Field(
         default=None, description="Bearer key sent to the upstream model endpoint.", repr=False
     )
+    anthropic_base_url: str = Field(
+        default="https://api.anthropic.com",
+        description="Base URL of the Anthropic Messages API `POST /v1/messages` forwards to "
+        "(without the `/v1`; `ANTHROPIC_BASE_URL` when unset).",
+    )
+    anthropic_api_key: str | None = Field(
+        default=None,
+        description="Key sent to the Anthropic upstream (`x-api-key`; `ANTHROPIC_API_KEY` when "
+        "unset).",
+        repr=False,
+    )
     llm_timeout: timedelta = Field(
         default=timedelta(seconds=60),
         description="How long to wait for the upstream model (connect, and between bytes).",
@@ -362,6 +389,41 @@ class Settings(BaseSettings):
         gt=0,
         description="Messages above which the conversation context object carries a summary.",
     )
+
+    _conventional: dict[str, str] = PrivateAttr(default_factory=dict)
+    """The settings taken from a provider's own variable, and the variable's name."""
+
+    @model_validator(mode="after")
+    def _provider_variables(self) -> Settings:
+        """Fill an upstream's URL and key from its provider's variables, by the rules of
+        `PROVIDER_VARIABLES`. Only what no source of turnkeeper's own set is filled."""
+        for provider in PROVIDER_VARIABLES:
+            for field, variable in provider.fill(self.model_fields_set, self.__dict__, os.environ):
+                setattr(self, field, os.environ[variable])
+                self._conventional[field] = variable
+        return self
+
+    def upstreams(self) -> list[str]:
+        """What `turnkeeper serve` says it will call: each upstream's URL and where its key
+        came from (never the key)."""
+        lines = []
+        for provider in PROVIDER_VARIABLES:
+            url, key = getattr(self, provider.url_field), getattr(self, provider.key_field)
+            if (
+                provider.optional
+                and key is None
+                and provider.url_field not in (self.model_fields_set | self._conventional.keys())
+            ):
+                lines.append(f"{provider.name}: not configured (set {provider.key_variable})")
+                continue
+            if key is None:
+                source = "no key"
+            elif provider.key_field in self._conventional:
+                source = f"key from {self._conventional[provider.key_field]}"
+            else:
+                source = f"key from the {provider.key_field} setting"
+            lines.append(f"{provider.name}: {url} ({source})")
+        return lines
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -460,6 +522,56 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _OldEnvNames(settings_cls), _TomlSource(settings_cls))
+
+
+@dataclass(frozen=True)
+class ProviderVariables:
+    """A model provider's conventional variables and the settings they stand in for.
+
+    The URL variable is used when neither the URL setting nor the key setting was given (a key
+    configured for turnkeeper is never sent somewhere else). The key variable is used when the
+    key setting was not given and the URL is the provider's variable's, the provider's own
+    (`home`), or the default: a key for OpenAI is never sent to a local server that
+    `llm_base_url` names."""
+
+    name: str
+    url_field: str
+    key_field: str
+    url_variable: str
+    key_variable: str
+    home: str
+    optional: bool = False
+
+    def fill(
+        self, given: set[str], values: dict[str, Any], environ: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        """The `(setting, variable)` pairs to fill from the environment."""
+        filled = []
+        url_given, key_given = self.url_field in given, self.key_field in given
+        if not url_given and not key_given and environ.get(self.url_variable):
+            filled.append((self.url_field, self.url_variable))
+        url = str(values[self.url_field]).rstrip("/")
+        own_url = (
+            not url_given
+            or urlsplit(url).hostname == self.home
+            or url == environ.get(self.url_variable, "").rstrip("/")
+        )
+        if not key_given and own_url and environ.get(self.key_variable):
+            filled.append((self.key_field, self.key_variable))
+        return filled
+
+
+PROVIDER_VARIABLES = (
+    ProviderVariables(
+        "OpenAI-compatible upstream", "llm_base_url", "llm_api_key",
+        "OPENAI_BASE_URL", "OPENAI_API_KEY", "api.openai.com",
+    ),
+    ProviderVariables(
+        "Anthropic upstream", "anthropic_base_url", "anthropic_api_key",
+        "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "api.anthropic.com", optional=True,
+    ),
+)  # fmt: skip
+"""The providers whose own variables turnkeeper reads, below its own settings."""
 
 
 OLD_NAMES = {"max_tokens": "budget_tokens"}

@@ -1,7 +1,7 @@
 """A small client for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp …).
 
 Only what the chat turn and the proxy need: one `POST {base_url}/chat/completions`, either whole
-or as server-sent events. It speaks the wire format as plain JSON objects rather than through
+or as server-sent events, and `GET {base_url}/models`. It speaks the wire format as plain JSON objects rather than through
 an SDK's typed models, because the proxy must hand the upstream's answer back unchanged in
 shape, unknown fields included.
 
@@ -65,6 +65,9 @@ def _recorded(observer: Observer) -> Observer:
 
     return observe
 
+
+NO_MODEL_LIST = frozenset({404, 405, 501})
+"""Upstream answers to `GET /models` meaning it keeps no list (many local servers)."""
 
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 """Upstream answers worth another try: rate limits and server-side failures."""
@@ -173,6 +176,28 @@ class LLMClient:
             raise
         opened.traced = call
         return opened
+
+    def models(self) -> list[dict[str, Any]] | None:
+        """The upstream's models (`GET {base_url}/models`: its `data`, each entry as the
+        upstream sent it), or None when the upstream has no such route (404, 405, 501)."""
+        return self._with_retries(self._models_once)
+
+    def _models_once(self) -> list[dict[str, Any]] | None:
+        started = time.perf_counter()
+        with self._failures(started):
+            response = self._http.get("/models")
+            if response.status_code in NO_MODEL_LIST:
+                self._observe("ok", _since(started))
+                return None
+            _raise_for_status(response)
+            try:
+                data = response.json()
+            except ValueError:
+                raise UpstreamError("the upstream answered with a body that is not JSON") from None
+            if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+                raise UpstreamError("the upstream's model list has no `data` list")
+        self._observe("ok", _since(started))
+        return [entry for entry in data["data"] if isinstance(entry, dict) and entry.get("id")]
 
     def _complete_once(self, body: Mapping[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()

@@ -307,7 +307,7 @@ def describe_window(made: Span, window: ContextWindow) -> None:
     attributes: dict[str, Any] = {
         "gen_ai.conversation.id": report.session_id,
         "gen_ai.memory.record.count": report.messages_included,
-        "turnkeeper.context.strategy": report.strategy.value,
+        "turnkeeper.context.strategy": str(report.strategy),
         "turnkeeper.context.budget_tokens": report.budget,
         "turnkeeper.context.tokens_used": report.tokens_used,
         "turnkeeper.context.encoding": report.encoding,
@@ -349,7 +349,6 @@ _REQUEST_ATTRIBUTES = {
     "top_p": "gen_ai.request.top_p",
     "frequency_penalty": "gen_ai.request.frequency_penalty",
     "presence_penalty": "gen_ai.request.presence_penalty",
-    "seed": "gen_ai.request.seed",
 }
 
 

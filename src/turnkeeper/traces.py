@@ -133,7 +133,7 @@ class TurnTrace:
             turn_seq=turn_seq,
             source=source,
             model=model,
-            strategy=report.strategy.value,
+            strategy=str(report.strategy),
             budget=report.budget,
             encoding=report.encoding,
             kept_seqs=[entry.seq for entry in window.messages if entry.seq is not None],
@@ -162,7 +162,7 @@ class TurnTrace:
             SeqRanges.of(self.kept_seqs) | self.dropped_seqs | self.summarized_seqs
         )
         report = ContextReport(
-            strategy=StrategyName(self.strategy),
+            strategy=_strategy_name(self.strategy),
             session_id=self.session_id,
             messages_in_store=self.messages_in_store,
             messages_loaded=len(loaded),
@@ -311,3 +311,8 @@ def _entry(raw: dict[str, Any], stored: dict[int, Message]) -> TraceEntry:
         tool_calls=[dict(c) for c in message.tool_calls] if message.tool_calls else None,
         tool_call_id=message.tool_call_id, internal=message.internal,
     )  # fmt: skip
+
+
+def _strategy_name(name: str) -> StrategyName | str:
+    """A built-in strategy's `StrategyName`, or a custom strategy's own name."""
+    return StrategyName(name) if name in StrategyName.__members__.values() else name

@@ -454,7 +454,8 @@ class ContextReport:
     in a few lines.
     """
 
-    strategy: StrategyName
+    strategy: StrategyName | str
+    """The strategy's name: a `StrategyName` for the built-ins, a custom strategy's own."""
     session_id: str
     messages_in_store: int
     messages_loaded: int
@@ -476,7 +477,7 @@ class ContextReport:
 
     def __str__(self) -> str:
         lines = [
-            f"{self.strategy.value} window: {self.messages_included} of "
+            f"{self.strategy} window: {self.messages_included} of "
             f"{self.messages_in_store} stored messages, {self.tokens_used} / {self.budget} "
             f"tokens ({self.encoding})",
             f"  loaded {self.messages_loaded} · included {self.messages_included} · "

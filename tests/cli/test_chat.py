@@ -1,4 +1,5 @@
-"""`turnkeeper chat` as a real process, against the recording upstream model on loopback."""
+"""`turnkeeper chat` as a real process, against the recording upstream model on loopback. The
+conversations it continues are written beforehand in-process (`cli`, on the same database)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import Cli
 from tests.cli.test_process import db, env, run
 from tests.server.conftest import upstream_server
 from tests.server.upstream import Upstream
@@ -22,6 +24,22 @@ def upstream(upstream_server: tuple[Upstream, str], env: dict[str, str]) -> Upst
     state.requests.clear()
     env |= {"TURNKEEPER_LLM_BASE_URL": f"{url}/v1", "TURNKEEPER_LLM_MODEL": "test-model"}
     return state
+
+
+def test_chat_reaches_the_upstream_openai_api_key_and_openai_base_url_name(
+    env: dict[str, str], db: str, upstream: Upstream, upstream_server: tuple[Upstream, str]
+) -> None:
+    for name in ("TURNKEEPER_LLM_BASE_URL", "TURNKEEPER_LLM_MODEL"):
+        del env[name]
+    env |= {
+        "OPENAI_API_KEY": "sk-from-the-convention",
+        "OPENAI_BASE_URL": f"{upstream_server[1]}/v1",
+    }
+    upstream.headers.clear()
+    result = run(env, "chat", "trip", "--db", db, stdin="hello\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "reply 1 to: hello\n"
+    assert upstream.headers[0]["authorization"] == "Bearer sk-from-the-convention"
 
 
 def history(env: dict[str, str], db: str, session: str) -> list[dict[str, Any]]:
@@ -59,12 +77,12 @@ def test_chat_streams_each_reply_and_remembers_the_conversation(
 
 
 def test_chat_sends_the_window_the_strategy_builds(
-    env: dict[str, str], db: str, upstream: Upstream
+    env: dict[str, str], db: str, cli: Cli, upstream: Upstream
 ) -> None:
-    run(env, "add", "long", "--role", "system", "You plan trips.", "--db", db)
+    cli.ok("add", "long", "--role", "system", "You plan trips.", db=db)
     for n in range(10):
         words = " ".join(f"word{n}-{i}" for i in range(30))
-        run(env, "add", "long", "--role", "user" if n % 2 == 0 else "assistant", words, "--db", db)
+        cli.ok("add", "long", "--role", "user" if n % 2 == 0 else "assistant", words, db=db)
     result = run(
         env, "chat", "long", "--strategy", "sliding_window", "--budget", "150", "--db", db,
         stdin="go\n",
@@ -83,10 +101,10 @@ def test_chat_sends_the_window_the_strategy_builds(
 
 
 def test_chat_continue_picks_the_most_recent_session(
-    env: dict[str, str], db: str, upstream: Upstream
+    env: dict[str, str], db: str, cli: Cli, upstream: Upstream
 ) -> None:
-    run(env, "add", "older", "first", "--db", db)
-    run(env, "add", "newer", "second", "--db", db)
+    cli.ok("add", "older", "first", db=db)
+    cli.ok("add", "newer", "second", db=db)
     result = run(env, "chat", "-c", "--db", db, stdin="more\n")
     assert result.returncode == 0, result.stderr
     assert [m["content"] for m in history(env, db, "newer")][-2:] == ["more", "reply 1 to: more"]

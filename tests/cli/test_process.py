@@ -20,7 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    values = {key: value for key, value in os.environ.items() if not key.startswith("TURNKEEPER_")}
+    values = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TURNKEEPER_", "OPENAI_", "ANTHROPIC_"))
+    }
     path = os.pathsep.join(filter(None, [str(ROOT / "src"), values.get("PYTHONPATH")]))
     values |= {"PYTHONPATH": path, "TURNKEEPER_CONFIG": str(tmp_path / "no-such-config.toml")}
     return values

@@ -21,11 +21,17 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+BANNER = 3
+"""Lines of the banner `serve` writes before its logs."""
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    values = {key: value for key, value in os.environ.items() if not key.startswith("TURNKEEPER_")}
+    values = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TURNKEEPER_", "OPENAI_", "ANTHROPIC_"))
+    }
     path = os.pathsep.join(filter(None, [str(ROOT / "src"), values.get("PYTHONPATH")]))
     return values | {"PYTHONPATH": path, "TURNKEEPER_CONFIG": os.devnull}
 
@@ -79,10 +85,36 @@ def test_the_banner_names_the_web_ui_and_the_api_docs(env: dict[str, str], tmp_p
                                 "Ctrl-C"]  # fmt: skip
 
 
+def test_the_banner_names_the_upstreams_and_where_their_keys_come_from_never_a_key(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    env |= {"OPENAI_API_KEY": "sk-never-printed", "ANTHROPIC_API_KEY": "sk-ant-never-printed"}
+    env |= {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    with served(env, tmp_path) as (_, lines):
+        pass
+    assert lines[2] == (
+        "  models: OpenAI-compatible upstream: http://127.0.0.1:9/v1 (key from OPENAI_API_KEY); "
+        "Anthropic upstream: https://api.anthropic.com (key from ANTHROPIC_API_KEY)"
+    )
+    assert not any("never-printed" in line for line in lines)
+
+
+def test_the_banner_says_when_no_anthropic_upstream_is_configured(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    env |= {"TURNKEEPER_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
+    with served(env, tmp_path) as (_, lines):
+        pass
+    assert lines[2] == (
+        "  models: OpenAI-compatible upstream: http://127.0.0.1:9/v1 (no key); "
+        "Anthropic upstream: not configured (set ANTHROPIC_API_KEY)"
+    )
+
+
 def test_logs_are_json_lines_off_a_terminal(env: dict[str, str], tmp_path: Path) -> None:
     with served(env, tmp_path) as (url, lines):
         _traffic(url)
-    records = [json.loads(line) for line in lines[2:]]
+    records = [json.loads(line) for line in lines[BANNER:]]
     requests = [r["path"] for r in records if r["event"] == "http_request"]
     assert requests[-3:] == ["/v1/sessions", "/v1/sessions/k/messages", "/v1/sessions/k/context"]
     built = next(r for r in records if r["event"] == "conversation_context_loaded")
@@ -96,7 +128,7 @@ def test_logs_are_json_lines_off_a_terminal(env: dict[str, str], tmp_path: Path)
 def test_console_logs_are_readable_lines(env: dict[str, str], tmp_path: Path) -> None:
     with served(env, tmp_path, "--log-format", "console") as (url, lines):
         _traffic(url)
-    logged = lines[2:]
+    logged = lines[BANNER:]
     assert logged and not any(line.startswith("{") for line in logged)
     built = next(line for line in logged if "conversation_context_loaded" in line)
     assert "[info" in built and "strategy=sliding_window" in built
@@ -111,8 +143,8 @@ def test_log_level_hides_lesser_lines_but_every_build_is_still_counted(
         missing = httpx.get(f"{url}/v1/sessions/nope")
     assert missing.status_code == 404
     assert 'turnkeeper_context_builds_total{strategy="sliding_window"} 1.0' in metrics
-    assert [json.loads(line)["level"] for line in lines[2:]] in ([], ["warning"])
-    assert not any('"info"' in line for line in lines[2:])
+    assert [json.loads(line)["level"] for line in lines[BANNER:]] in ([], ["warning"])
+    assert not any('"info"' in line for line in lines[BANNER:])
 
 
 def test_a_port_in_use_is_one_line_and_nothing_announced(
@@ -183,7 +215,7 @@ def test_workers_share_the_port_and_only_one_of_them_sweeps(
             )
         assert {answer.status_code for answer in answers} == {201}
     assert lines[0] == f"turnkeeper is serving on {url} (3 workers)"
-    records = [json.loads(line) for line in lines[2:] if line.startswith("{")]
+    records = [json.loads(line) for line in lines[BANNER:] if line.startswith("{")]
     serving = {r["pid"] for r in records if r["event"] == "http_request"}
     sweeping = [r["pid"] for r in records if r["event"] == "expiry_sweep"]
     assert len(serving) >= 2  # the requests were answered by more than one process
@@ -239,7 +271,7 @@ def test_a_restarted_worker_serves_its_copy_of_the_app_built_before_the_fork(
         answers = [httpx.post(f"{url}/v1/sessions", json={"key": f"k{n}"}) for n in range(20)]
         assert {answer.status_code for answer in answers} == {201}
         time.sleep(1)  # the restarted worker 0 sweeps several times
-    records = [json.loads(line) for line in lines[2:] if line.startswith("{")]
+    records = [json.loads(line) for line in lines[BANNER:] if line.startswith("{")]
     created = [r for r in records if r["event"] == "http_request" and r["method"] == "POST"]
     assert len(created) == 20 and {r["pid"] for r in created} <= restarted
     assert {r["pid"] for r in records if r["event"] == "expiry_sweep"} & restarted
@@ -276,7 +308,7 @@ def test_a_worker_killed_again_and_again_is_replaced_while_the_service_answers(
         successor = _new_child(supervisor, known={healthy.pid, victim.pid, *killed})
         replacements = {c.pid for c in supervisor.children()}
         assert replacements == {victim.pid, successor.pid}
-    records = [json.loads(line) for line in lines[2:] if line.startswith("{")]
+    records = [json.loads(line) for line in lines[BANNER:] if line.startswith("{")]
     stopped = [r for r in records if r["event"] == "worker_stopped"]
     assert [r["worker_pid"] for r in stopped] == [*killed, healthy.pid]
     assert {r["pid"] for r in stopped} == {supervisor.pid}  # the line's writer

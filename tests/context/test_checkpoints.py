@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from tests.conftest import Clock, make_sqlite_store
 from tests.context.helpers import Failing
 from turnkeeper.config import Settings
-from turnkeeper.context.strategies import SUMMARY_PREFIX
+from turnkeeper.context.selection import SUMMARY_PREFIX
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
 from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper

@@ -13,7 +13,6 @@ from tests.conftest import Clock, make_sqlite_store
 from turnkeeper.cache import CachedStore, SessionLRU
 from turnkeeper.config import Settings
 from turnkeeper.context.conversation import (
-    RECENT_MESSAGES,
     ConversationContext,
     RecentMessage,
     planner_context,
@@ -183,7 +182,7 @@ def _long_conversation(tk: Turnkeeper, key: str, turns: int) -> Session:
     return session
 
 
-def test_each_later_call_reads_only_the_tail_of_a_long_conversation(
+def test_each_later_call_reads_the_history_once_and_sees_every_new_entity(
     tmp_path: Path, settings: Settings, clock: Clock
 ) -> None:
     store = RowCountingStore(f"sqlite:///{tmp_path / 'rows.db'}", synchronous="NORMAL")
@@ -195,7 +194,7 @@ def test_each_later_call_reads_only_the_tail_of_a_long_conversation(
         tk.append(session, "user", f"and then {turn}?")
         tk.append(session, "assistant", "noted.", metadata={"referenced_ids": [f"new{turn}"]})
         context = tk.conversation_context(session)
-        assert store.rows <= 2 * RECENT_MESSAGES  # not the 400-odd messages of the history
+        assert store.rows == 402 + 2 * turn  # one read of the whole history, nothing more
     assert context.message_count == 406
     assert context.referenced_entities[:2] == ("e1", "e3")
     assert context.referenced_entities[-3:] == ("new0", "new1", "new2")

@@ -20,7 +20,7 @@ from tests.context.helpers import T0, call, msg
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import ListHistory
-from turnkeeper.context.strategies import (
+from turnkeeper.context.selection import (
     full_marker,
     recent_marker,
     sliding_window_marker,

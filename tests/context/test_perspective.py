@@ -11,7 +11,7 @@ from tests.conftest import Clock, make_sqlite_store
 from tests.context.helpers import Failing
 from turnkeeper.config import Settings
 from turnkeeper.context.perspective import AWAY_HEADER, NEW_INTERACTION
-from turnkeeper.context.strategies import SUMMARY_PREFIX
+from turnkeeper.context.selection import SUMMARY_PREFIX
 from turnkeeper.context.summarizer import ExtractiveSummarizer
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service import Turnkeeper
@@ -306,4 +306,4 @@ def test_a_failing_summarizer_leaves_a_note_instead_of_failing_the_turn(
 
 
 def test_extractive_is_the_default_summarizer_without_a_model(tk: Turnkeeper) -> None:
-    assert isinstance(tk._summarizer, ExtractiveSummarizer)
+    assert isinstance(tk._core.summarizer, ExtractiveSummarizer)

@@ -17,7 +17,7 @@ from tests.context.helpers import (
     msg,
     seqs,
 )
-from turnkeeper.context.strategies import SUMMARY_PREFIX
+from turnkeeper.context.selection import SUMMARY_PREFIX
 from turnkeeper.errors import ContextBudgetExceeded
 from turnkeeper.tokens import REPLY_PRIMING, TokenCounter
 from turnkeeper.types import ContextWindow, Message, Role, StrategyName

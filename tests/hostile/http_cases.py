@@ -44,6 +44,9 @@ JSON_WRITES = [
     ("PATCH", f"{TARGET}/agents/bot"),
     ("POST", f"{TARGET}/agents/bot/responded"),
     ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/conversations"),
+    ("POST", "/v1/conversations/target"),
+    ("POST", "/v1/conversations/target/items"),
 ]
 
 MALFORMED_JSON = {
@@ -498,7 +501,67 @@ CONTENT_CASES = [
     Case("create: NUL in title", "POST", "/v1/sessions", {"title": "a\u0000b"}),
 ]
 
+CONVERSATION_ITEMS = "/v1/conversations/target/items"
+
+
+def _items(*items: Any) -> dict[str, Any]:
+    return {"items": [{"role": "user", "content": "fine"}, *items]}
+
+
+CONVERSATION_CASES = [
+    *(
+        Case(f"conversation items: {name}", "POST", CONVERSATION_ITEMS, body)
+        for name, body in {
+            "role unknown": _items({"role": "wizard", "content": "x"}),
+            "role with SQL": _items({"role": "user'; DROP TABLE messages; --", "content": "x"}),
+            "content a number": _items({"role": "user", "content": 1}),
+            "content blank": _items({"role": "user", "content": "  "}),
+            "content too large": _items({"role": "user", "content": "x" * (1024 * 1024 + 1)}),
+            "parts of strings": _items({"role": "user", "content": ["x"]}),
+            "function call without call_id": _items({"type": "function_call", "name": "f"}),
+            "function call output a number": _items(
+                {"type": "function_call_output", "call_id": "c", "output": 3}
+            ),
+            "an item reference": _items({"type": "item_reference", "id": "msg_1"}),
+            "an item nested 300 levels": _items({"type": "reasoning", "deep": DEEP}),
+            "id with a slash": _items({"id": "../../etc/passwd", "role": "user", "content": "x"}),
+            "id a number": _items({"id": 7, "role": "user", "content": "x"}),
+            "an item a string": {"items": ["hello"]},
+            "items an object": {"items": {"role": "user"}},
+            "no items": {"items": []},
+            "21 items": {"items": [{"role": "user", "content": "x"}] * 21},
+        }.items()
+    ),
+    Case("conversation: metadata a number", "POST", "/v1/conversations", {"metadata": {"n": 1}}),
+    Case(
+        "conversation: 17 metadata pairs",
+        "POST",
+        "/v1/conversations",
+        {"metadata": {f"k{n}": "v" for n in range(17)}},
+    ),
+    Case(
+        "conversation: a bad item among the first",
+        "POST",
+        "/v1/conversations",
+        _items({"role": "wizard", "content": "x"}),
+    ),
+    Case("conversation: update without metadata", "POST", "/v1/conversations/target", {}),
+    Case("conversation: another project's, read", "GET", "/v1/conversations/other"),
+    Case("conversation: another project's, deleted", "DELETE", "/v1/conversations/other"),
+    Case(
+        "conversation: another project's, items added",
+        "POST",
+        "/v1/conversations/other/items",
+        {"items": [{"role": "user", "content": "injected"}]},
+    ),
+    Case("conversation: an unknown item, deleted", "DELETE", f"{CONVERSATION_ITEMS}/m-1"),
+    Case("conversation: limit 101", "GET", f"{CONVERSATION_ITEMS}?limit=101"),
+    Case("conversation: order sideways", "GET", f"{CONVERSATION_ITEMS}?order=sideways"),
+    Case("conversation: after an unknown item", "GET", f"{CONVERSATION_ITEMS}?after=nope"),
+]
+
 CASES: list[Case] = [
+    *CONVERSATION_CASES,
     *_json_cases(),
     *_message_cases(),
     *_session_cases(),

@@ -1,6 +1,6 @@
 """`turnkeeper export -o PATH` never destroys what PATH is, and says when it could not write.
 
-Real subprocesses, as a user runs the command.
+Real subprocesses, as a user runs the command; the database they export is made in-process.
 """
 
 from __future__ import annotations
@@ -13,14 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import Cli
+
 from .served import run_cli
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'export.db'}"
-    assert run_cli("sessions", "create", "--key", "s1", "--db", url).returncode == 0
-    assert run_cli("add", "s1", "--role", "user", "hello", "--db", url).returncode == 0
+    made = Cli(url, {"TURNKEEPER_CONFIG": os.devnull})
+    made.ok("sessions", "create", "--key", "s1")
+    made.ok("add", "s1", "--role", "user", "hello")
     return url
 
 

@@ -1,5 +1,8 @@
 """Hostile input to the CLI, through real subprocesses: every case ends with one `error:` line
-on stderr and a non-zero exit, never a traceback, and nothing stored changes."""
+on stderr and a non-zero exit, never a traceback, and nothing stored changes.
+
+What is under test runs as a real process; the database around it is made and read back by the
+same commands run in-process (`tests.cli.conftest.Cli`), which saves two process starts a case."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.cli.conftest import Cli
 
 from .served import free_port, run_cli
 
@@ -92,15 +97,19 @@ CASES = [
 def db(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One database for the module: every case must leave it as it found it."""
     url = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'cli.db'}"
-    assert run_cli("sessions", "create", "--key", "s", "--db", url).returncode == 0
-    assert run_cli("add", "s", "--role", "user", "hello", "--db", url).returncode == 0
+    in_process(url).ok("sessions", "create", "--key", "s")
+    in_process(url).ok("add", "s", "--role", "user", "hello")
     return url
 
 
+def in_process(db: str) -> Cli:
+    """`turnkeeper … --db DB` run in this process, never reading the developer's config."""
+    return Cli(db, {"TURNKEEPER_CONFIG": os.devnull})
+
+
 def everything(db: str) -> bytes:
-    exported = run_cli("export", "-o", "-", "--db", db)
-    assert exported.returncode == 0, exported.stderr
-    return exported.stdout
+    """All of `db`, as `turnkeeper export -o -` writes it."""
+    return in_process(db).ok("export", "-o", "-").stdout_bytes
 
 
 def assert_refused(result: object, code: int, says: str = "") -> None:
@@ -161,6 +170,7 @@ def test_a_database_in_a_missing_directory_is_an_error_and_nothing_is_made(
         f"postgresql://nobody@127.0.0.1:{free_port()}/x",
         "postgresql://[::1/x",
     ],
+    ids=["unknown scheme", "nothing listening", "broken address"],  # the same in every worker
 )
 def test_a_bad_database_url_is_one_error_line(url: str) -> None:
     assert_refused(run_cli("sessions", "list", "--db", url), 1)

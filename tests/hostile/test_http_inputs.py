@@ -42,15 +42,15 @@ def test_a_hostile_request_is_a_4xx_problem_and_changes_nothing(
     response = send(hostile_service, case)
     assert response.status_code in case.statuses, response.text[:500]
     assert "Traceback" not in response.text
-    if case.path.startswith(OPENAI_PATH):
+    if case.path.startswith(OPENAI_PATHS):
         assert_openai_error(response)
     else:
         assert_problem(response)
     assert snapshot(hostile_service.tk) == before
 
 
-OPENAI_PATH = "/v1/chat/completions"
-"""The OpenAI-compatible proxy answers errors in OpenAI's shape (what its SDKs read)."""
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/conversations", "/v1/models")
+"""The OpenAI-compatible routes answer errors in OpenAI's shape (what their SDKs read)."""
 
 
 def assert_problem(response: httpx.Response) -> None:

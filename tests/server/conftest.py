@@ -7,6 +7,7 @@ deployed client would.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,10 @@ from .live import LiveServer
 from .upstream import Upstream, make_app
 
 PROJECTS = {"a": "alpha", "b": "beta"}
+
+TLS = ssl.create_default_context()
+"""One TLS context for every test client: httpx would build one per client (reading the CA
+bundle, tens of milliseconds), though these speak plain HTTP on loopback."""
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -52,6 +57,7 @@ def upstream(upstream_server: tuple[Upstream, str]) -> Upstream:
     state.mode, state.delay = "ok", 5.0
     state.failures, state.fail_status, state.retry_after = 0, 500, None
     state.gate = state.stream_gate = None
+    state.models = None
     state.cached_tokens = None
     state.requests.clear()
     state.headers.clear()
@@ -83,6 +89,7 @@ class Service:
     def client(self, who: str | None = "a", **kwargs: Any) -> httpx.Client:
         """An httpx client with `who`'s key (a, b or admin; None: no key)."""
         headers = {"Authorization": f"Bearer {self.keys[who]}"} if who else {}
+        kwargs.setdefault("verify", TLS)
         return httpx.Client(base_url=self.url, headers=headers, timeout=10, **kwargs)
 
 

@@ -51,7 +51,8 @@ def test_another_projects_session_is_a_404_by_id_and_by_key(service: Service) ->
             f"/v1/sessions/{secret['id']}/messages",
             f"/v1/sessions/{secret['id']}/context",
             f"/v1/sessions/{secret['id']}/stats",
-            f"/api/v1/conversations/{secret['id']}",
+            f"/v1/conversations/{secret['id']}",
+            f"/v1/conversations/{secret['id']}/items",
             "/v1/sessions/shared-name",
         ):
             response = beta.get(path)

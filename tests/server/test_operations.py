@@ -164,8 +164,10 @@ def test_the_openapi_schema_documents_every_route_with_examples(service: Service
         "/v1/sessions", "/v1/sessions/{session}", "/v1/sessions/{session}/messages",
         "/v1/sessions/{session}/messages/batch", "/v1/sessions/{session}/context",
         "/v1/sessions/{session}/stats", "/v1/stats", "/v1/sessions/{session}/chat",
-        "/v1/chat/completions", "/api/v1/conversations/{id}", "/api/v1/beads/{bead_id}/conversation",
-        "/api/v1/conversations/{id}/reset", "/healthz", "/readyz",
+        "/v1/chat/completions", "/v1/models", "/v1/models/{model}", "/v1/conversations",
+        "/v1/conversations/{conversation_id}", "/v1/conversations/{conversation_id}/items",
+        "/v1/conversations/{conversation_id}/items/{item_id}", "/healthz", "/readyz",
     } <= paths  # fmt: skip
+    assert not any(path.startswith("/api/") for path in paths)  # the older routes are gone
     assert schema["components"]["schemas"]["SessionCreate"]["examples"]
     assert "Problem" in schema["components"]["schemas"]

@@ -24,10 +24,12 @@ def running(
     tmp_path_factory: pytest.TempPathFactory, upstream_server: tuple[Upstream, str]
 ) -> Iterator[Service]:
     """One service for the whole run, with the example session of the schema present."""
+    state = upstream_server[0]  # answering, whatever a test before left it doing
+    state.mode, state.failures, state.gate, state.stream_gate = "ok", 0, None, None
     settings_ = service_settings(tmp_path_factory.mktemp("fuzz"), upstream_server[1])
     for service in start_service(settings_):
         with service.client("a") as alpha:
-            alpha.post("/v1/sessions", json={"key": "support-42", "subject": "bead-42"})
+            alpha.post("/v1/sessions", json={"key": "support-42", "subject": "ticket-42"})
             alpha.post(
                 "/v1/sessions/support-42/messages",
                 json={"role": "user", "content": "My order arrived broken."},

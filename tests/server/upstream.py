@@ -1,8 +1,8 @@
 """A small OpenAI-compatible chat server that records every request it receives.
 
 The only stand-in in the HTTP tests: a real HTTP server on loopback speaking the
-`/v1/chat/completions` protocol (whole and streamed), whose behaviour a test sets through
-`Upstream.mode`: answer, fail with a status, stall past the client's timeout, or break off
+`/v1/chat/completions` protocol (whole and streamed) and `GET /v1/models` (a list set in
+`Upstream.models`), whose behaviour a test sets through `Upstream.mode`: answer, fail with a status, stall past the client's timeout, or break off
 mid-stream; through `Upstream.failures`: fail the next N requests with `fail_status` (and
 `Retry-After`, when set), then answer; and through `Upstream.gate`: hold every answer until the
 test opens the gate (a slow model whose answer comes when the test says so), or, through
@@ -41,6 +41,8 @@ class Upstream:
     (`prompt_tokens_details.cached_tokens`, as OpenAI reports it)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    models: list[dict[str, Any]] | None = None
+    """What `GET /v1/models` lists; None: the route answers 404, as many local servers do."""
 
     def reply_for(self, body: dict[str, Any]) -> str:
         last = body["messages"][-1]
@@ -145,5 +147,14 @@ def make_app(state: Upstream) -> FastAPI:
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> Response:
+        state.headers.append(dict(request.headers))
+        if state.mode == "error":
+            return JSONResponse({"error": {"message": "model overloaded"}}, status_code=500)
+        if state.models is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return JSONResponse({"object": "list", "data": state.models})
 
     return app

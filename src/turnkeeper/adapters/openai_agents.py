@@ -19,14 +19,13 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
-import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from turnkeeper import jsonenc
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import content_text, live_session, window_entries
-from turnkeeper.context.tails import TAIL_LIMIT, Tail
+from turnkeeper.cache.histories import RememberedHistory
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
 from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.types import (
@@ -104,16 +103,11 @@ class TurnkeeperSession:
         self.model = model
         self._options = session_options
         self._known: Session | None = None
-        self._history: tuple[str, Tail] | None = None
-        """The session's whole history as this object last read it (by session id), and what it
-        appended since: `get_items` right after `add_items` — every turn of an agent loop — is
-        answered from it when `Tail`'s rule proves nothing else was written meanwhile (the
-        same rule, and the same record, as the context builder's remembered tails)."""
-        self._items_blob: tuple[tuple[Message, ...], bytes] | None = None
-        """The items of the remembered history (its newest-first messages, by identity) as one
-        `marshal` blob: `get_items()` of a whole remembered history hands out fresh items from
-        one C call instead of decoding each message's item JSON again, and after an append only
-        the new messages' items are decoded (`_all_items`)."""
+        self._history: RememberedHistory | None = None
+        """The session's whole history as this object last read it, and what it appended
+        since: `get_items` right after `add_items` — every turn of an agent loop — is answered
+        from it when the session row proves nothing else was written meanwhile
+        (`turnkeeper.cache.histories`, where the measurement that keeps it is)."""
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -161,71 +155,38 @@ class TurnkeeperSession:
         if self.strategy is not None:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
-        if limit is None or limit < 0:
-            return self._all_items(self._newest(session, None))
-        return _items(reversed(self._newest(session, limit)))[-limit:]
-
-    def _all_items(self, newest: Sequence[Message]) -> list[TResponseInputItem]:
-        """The items of the whole history `newest` (newest first), oldest first: from the blob
-        when it holds these very messages, or holds all but the newest few (then only those are
-        decoded); the blob is then made again for the history remembered now. Fresh objects
-        every call, as the SDK's own session gives: a caller may change what it gets."""
-        remembered = self._history
-        if remembered is None or remembered[1].newest is not newest:  # not remembered
-            self._items_blob = None
-            return _items(reversed(newest))
-        blob = self._items_blob
-        if blob is not None and blob[0] is newest:
-            items: list[TResponseInputItem] = marshal.loads(blob[1])
-            return items
-        added = len(newest) - len(blob[0]) if blob is not None else -1
-        if (
-            blob is not None
-            and added >= 0
-            and all(new is old for new, old in zip(newest[added:], blob[0], strict=True))
-        ):
-            items = marshal.loads(blob[1])
-            items.extend(_items(reversed(newest[:added])))
-        else:
-            items = _items(reversed(newest))
-        # Made from the items before they are handed out: what the caller does to them does not
-        # reach the blob. Items are JSON values, which `marshal` copies exactly.
-        self._items_blob = (newest, marshal.dumps(items))
-        return items
+        newest = self._newest(session, None if limit is None or limit < 0 else limit)
+        items = _items(reversed(newest))
+        return items if limit is None or limit < 0 else items[-limit:]
 
     def _newest(self, session: Session, limit: int | None) -> Sequence[Message]:
         """The session's newest `limit` messages (all with None), newest first: from the
         remembered history when it still stands for the session, else from the store (a whole
-        read is then remembered, if it is at most `TAIL_LIMIT` messages)."""
-        view = self._recalled(session.id)
-        if view is not None:
-            return view if limit is None else view[:limit]
+        read is then remembered, if it is not too long)."""
+        recalled = self._recalled(session.id)
+        if recalled is not None:
+            return recalled if limit is None else recalled[:limit]
         if limit is not None:
             return self.tk.history(session, newest_first=True, limit=limit)
         current = self.tk.get_session(session.id)  # the version the read is remembered at
-        return self._remember(current, self.tk.history(current, newest_first=True))
-
-    def _remember(self, session: Session, newest: Sequence[Message]) -> Sequence[Message]:
-        """Remember `newest` (the history read, newest first) at `session`'s version, if
-        `_remembered` allows; returns the history, as remembered when it is (`_all_items`
-        knows a remembered history by identity)."""
-        self._history = _remembered(session, newest)
-        return newest if self._history is None else self._history[1].newest
+        newest = self.tk.history(current, newest_first=True)
+        self._history = RememberedHistory.of(current, newest)
+        return newest
 
     def _recalled(self, session_id: str) -> tuple[Message, ...] | None:
         """The remembered history of the session (newest first) as it stands now — one read of
-        its row decides — remembered again at its current version; None when `Tail`'s rule
-        cannot tell (and then it is forgotten)."""
+        its row decides — remembered again at its current version; None when the memory cannot
+        tell (and then it is forgotten)."""
         remembered = self._history
-        if remembered is None or remembered[0] != session_id:
+        if remembered is None or remembered.session_id != session_id:
             return None
         current = self.tk.get_session(session_id)
-        view = remembered[1].view(current, True)
-        if view is None:
+        newest = remembered.as_of(current)
+        if newest is not None and remembered.appended:
+            self._history = RememberedHistory.of(current, newest)
+        elif newest is None:
             self._history = None
-        elif view is not remembered[1].newest:  # else unchanged: remembered as it stands
-            return tuple(self._remember(current, view))
-        return view
+        return newest
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
         """The items of what the context strategy keeps, in the window's order."""
@@ -250,11 +211,11 @@ class TurnkeeperSession:
         if session is not None:
             try:
                 remembered = self._history
-                if remembered is not None and remembered[1].appended:
+                if remembered is not None and remembered.appended:
                     # A second append since the read (`Runner.run` adds its input, then its
                     # output): the first is folded in now, so that this one can continue it.
                     self._recalled(session.id)
-                self._appended(session, self.tk.append_many(session, messages))
+                self._appended(self.tk.append_many(session, messages))
                 return
             except (Conflict, SessionExpired, SessionNotFound):
                 self._known = None
@@ -264,15 +225,13 @@ class TurnkeeperSession:
         self._known, _ = self.tk.get_or_create_session(
             self.session_id, project=self.project, **self._options
         )
-        self._appended(self._known, self.tk.append_many(self._known, messages))
+        self._appended(self.tk.append_many(self._known, messages))
 
-    def _appended(self, session: Session, stored: list[Message]) -> None:
+    def _appended(self, stored: list[Message]) -> None:
         """Note an append in the remembered history (which it ends when it does not continue
-        it: see `Tail.after_append`)."""
-        remembered = self._history
-        if remembered is not None:
-            extended = remembered[1].after_append(stored) if remembered[0] == session.id else None
-            self._history = None if extended is None else (session.id, extended)
+        it: `RememberedHistory.after_append`)."""
+        if self._history is not None:
+            self._history = self._history.after_append(stored)
 
     def _pop_item(self) -> TResponseInputItem | None:
         session = self._live()
@@ -290,37 +249,18 @@ class TurnkeeperSession:
         self._known = None
 
 
-def _whole_history(session: Session, newest: Sequence[Message]) -> Tail:
-    """A `Tail` of every message of `session` (`newest`: newest first) as it stands."""
-    return Tail(
-        version=session.version, last_seq=session.last_seq, include_internal=True,
-        newest=tuple(newest), reaches_start=True, head=None, encoding="", rendered={},
-    )  # fmt: skip
-
-
-def _remembered(session: Session, newest: Sequence[Message]) -> tuple[str, Tail] | None:
-    """The history read (newest first) after `session` was, to remember at its version: only
-    what that version held (a write between the two reads may show in the messages; its version
-    step then keeps the memory from ever being used), and only a history of at most `TAIL_LIMIT`
-    messages that ends at the session's `last_seq`."""
-    held = [message for message in newest if message.seq <= session.last_seq]
-    top = held[0].seq if held else 0
-    if len(held) > TAIL_LIMIT or top != session.last_seq:
-        return None
-    return session.id, _whole_history(session, held)
-
-
 def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
-    """The SDK items of `messages`, in their order (`message_to_items` of each; a message that
-    carries its item, which is most, is decoded here without that call)."""
-    loads = jsonenc.loads
-    items: list[TResponseInputItem] = []
+    """The SDK items of `messages`, in their order (`message_to_items` of each), as fresh
+    objects: a message that carries its item, which is most, gives its stored JSON text, and
+    all of them are decoded as one JSON array (one parse, not one per message)."""
+    texts: list[str] = []
     for message in messages:
         stored = message.metadata.get(ITEM_KEY)
-        if type(stored) is str:
-            items.append(loads(stored))
+        if isinstance(stored, str):
+            texts.append(stored)
         else:
-            items.extend(message_to_items(message))
+            texts.extend(jsonenc.dumps(item) for item in message_to_items(message))
+    items: list[TResponseInputItem] = jsonenc.loads("[" + ",".join(texts) + "]")
     return items
 
 

@@ -16,6 +16,14 @@ What is cached, keyed by what, invalidated how:
   lately, by key id, for the `api_key_cache` lifetime (a few seconds). Not version-keyed: a
   revocation through the same store object forgets the key at once, one made elsewhere (another
   replica, the CLI) takes effect when the lifetime lapses.
+- **The last window per session** (`cache.windows`, `WindowCache`; a service's, when `lru_size`
+  is set): the window built for one set of arguments, keyed by the session's `version` and
+  those arguments, so an unchanged session asked again gets it without a build. Kept because it
+  pays on a reported figure (the warm build; `bench/results/r26-service.md`).
+- **The OpenAI Agents adapter's history** (`cache.histories`, `RememberedHistory`; one per
+  `TurnkeeperSession`): the whole history as read at a version, plus this reader's one append
+  since; used only when the session row proves nothing else was written. Kept because it pays
+  on a reported figure (the agent loop; `bench/results/r26-service.md`).
 
 Two memories outside this package are not caches of reads: the settings built per process
 (`config.load_settings`, keyed by the overrides, the whole environment and the config file's

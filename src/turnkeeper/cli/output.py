@@ -1,8 +1,8 @@
 """Rendering for the CLI: rich tables for people, exactly one JSON document for machines.
 
-Every domain value becomes JSON here (`jsonable`, through `turnkeeper.records`). Sessions and messages reuse
-the record shapes of `turnkeeper.records` (the JSONL export's), so `--json` output and export files agree field
-for field. People output goes to stdout; progress bars and diagnostics go to stderr, so a
+Every domain value becomes JSON through `turnkeeper.records.plain`, as in the MCP tools' answers:
+sessions and messages take the record shapes of the JSONL export, so `--json` output, MCP answers
+and export files agree field for field. People output goes to stdout; progress bars and diagnostics go to stderr, so a
 `--json` stdout never carries anything but its one document.
 """
 
@@ -57,11 +57,6 @@ STATUS_STYLES = {
     SessionStatus.ARCHIVED: "blue",
     SessionStatus.EXPIRED: "red",
 }
-
-
-def jsonable(value: Any) -> Any:
-    """A domain value as plain JSON data (sessions and messages in their JSONL shapes)."""
-    return records.plain(value)
 
 
 def _when(value: datetime | None, *, missing: str = "-") -> str:
@@ -164,7 +159,7 @@ class Output:
 
     def document(self, value: Any) -> None:
         """Print the one JSON document of this invocation."""
-        sys.stdout.write(json.dumps(jsonable(value), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json.dumps(records.plain(value), ensure_ascii=False, indent=2) + "\n")
         sys.stdout.flush()
 
     def note(self, message: str) -> None:
@@ -391,7 +386,7 @@ class Output:
     def _report_panel(self, report: ContextReport) -> Panel:
         used = f"{report.tokens_used} / {report.budget} tokens ({report.encoding})"
         rows: list[tuple[str, Text | str]] = [
-            ("strategy", report.strategy.value),
+            ("strategy", str(report.strategy)),
             ("tokens", used),
             ("in store", str(report.messages_in_store)),
             ("loaded", _counted(report.messages_loaded, report.loaded_seqs)),
@@ -420,7 +415,7 @@ class Output:
         for error in report.errors:
             self.err.print(Text(f"error: {error}", style="red"))
         if self.json:
-            self.document({"dry_run": dry_run, **jsonable(report)})
+            self.document({"dry_run": dry_run, **records.plain(report)})
             return
         verb = "Would import" if dry_run else "Imported"
         self.console.print(
@@ -439,7 +434,7 @@ class Output:
     def expiry(self, report: ExpiryReport, *, delete: bool, dry_run: bool = False) -> None:
         """Counts for people (ids only in JSON: a sweep may touch thousands of sessions)."""
         if self.json:
-            self.document({**jsonable(report), "dry_run": dry_run})
+            self.document({**records.plain(report), "dry_run": dry_run})
             return
         expired = counted(len(report.expired), "session")
         deleted = counted(len(report.deleted), "session")

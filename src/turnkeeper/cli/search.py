@@ -11,6 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from turnkeeper import records
 from turnkeeper.cli.app import DbOption, JsonOption, app, open_ctx, parse_since
 from turnkeeper.cli.output import Output
 from turnkeeper.storage.search import SearchHit
@@ -104,8 +105,6 @@ def print_hits(out: Output, hits: Sequence[SearchHit]) -> None:
 
 
 def _plain(hit: SearchHit) -> dict[str, object]:
-    from turnkeeper.cli.output import jsonable
-
-    value = jsonable(hit)
+    value = records.plain(hit)
     assert isinstance(value, dict)
     return value

@@ -82,7 +82,8 @@ def serve(
     processes = f" ({workers} workers)" if workers > 1 else ""
     typer.echo(
         f"turnkeeper is serving on {url}{processes}\n"
-        f"  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C",
+        f"  web UI: {url}/   API docs: {url}/docs   stop: Ctrl-C\n"
+        f"  models: {'; '.join(settings.upstreams())}",
         err=True,
     )
     # `main` configured tracing already; again now that logging shows a missing extra

@@ -8,14 +8,14 @@ only for the messages actually read) and what the report says. Each build logs e
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from typing import Any, Protocol
 
 from turnkeeper import metrics
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
-from turnkeeper.context.strategies import Selection, strategy_for
+from turnkeeper.context.selection import Selection
+from turnkeeper.context.strategies import Build, Strategies, Strategy
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
 from turnkeeper.context.units import Turns
 from turnkeeper.errors import InvalidInput
@@ -43,12 +43,12 @@ class EventLogger(Protocol):
 
 def record_build(window: ContextWindow, logger: EventLogger | None = None) -> None:
     """Log a build's `conversation_context_loaded` event and count it: once per window
-    handed out, whether it was built now or remembered from an identical build."""
+    handed out."""
     report = window.report
     (logger or get_logger("turnkeeper.context")).info(
         EVENT,
         session_id=report.session_id,
-        strategy=report.strategy.value,
+        strategy=str(report.strategy),
         total_messages_in_db=report.messages_in_store,
         messages_loaded=report.messages_loaded,
         messages_included=report.messages_included,
@@ -56,18 +56,16 @@ def record_build(window: ContextWindow, logger: EventLogger | None = None) -> No
         estimated_tokens=report.tokens_used,
         budget=report.budget,
     )
-    metrics.CONTEXT_BUILDS.labels(report.strategy.value).inc()
+    metrics.CONTEXT_BUILDS.labels(str(report.strategy)).inc()
     if report.messages_dropped + report.messages_summarized:
-        metrics.CONTEXT_TRUNCATIONS.labels(report.strategy.value).inc()
+        metrics.CONTEXT_TRUNCATIONS.labels(str(report.strategy)).inc()
 
 
 class ContextBuilder:
     """Builds the window a model sees for one turn, under a token budget.
 
     `counter` is the target model's tokenizer; `stored_encoding` is the one the stored
-    `Message.tokens` were counted with. `rendered` (by seq) holds entries an earlier build made
-    of the same messages with the same tokenizer (`context.tails`): they are reused, and the
-    entries made now are added to it.
+    `Message.tokens` were counted with.
     """
 
     def __init__(
@@ -77,10 +75,8 @@ class ContextBuilder:
         stored_encoding: str,
         summarizer: Summarizer | None = None,
         logger: EventLogger | None = None,
-        rendered: MutableMapping[int, ContextMessage] | None = None,
     ) -> None:
         self.counter = counter
-        self.rendered = rendered
         self.stored_encoding = stored_encoding
         self.summarizer = summarizer or ExtractiveSummarizer()
         self.logger: EventLogger = logger or get_logger("turnkeeper.context")
@@ -90,7 +86,7 @@ class ContextBuilder:
         session_id: str,
         history: History,
         *,
-        strategy: StrategyName,
+        strategy: Strategy | StrategyName | str,
         budget: int,
         keep_recent: int,
         max_messages: int | None = None,
@@ -98,12 +94,13 @@ class ContextBuilder:
     ) -> ContextWindow:
         """The window for the turn `pending` (or, without it, the newest stored message).
 
-        `budget` counts every message of the window plus the reply priming. Raises
-        `ContextBudgetExceeded` when the triggering message (with its tool-call unit and, if
-        anything is left out, the marker saying so) cannot fit, or for `full` when the whole
-        history cannot; `InvalidInput` when there is no turn at all.
+        `strategy` is a strategy object or a built-in's name. `budget` counts every message
+        of the window plus the reply priming. Raises `ContextBudgetExceeded` when the
+        triggering message (with its tool-call unit and, if anything is left out, the marker
+        saying so) cannot fit, or for `full` when the whole history cannot; `InvalidInput`
+        when there is no turn at all.
         """
-        name = _strategy_name(strategy)
+        chosen = Strategies().resolve(strategy)
         turns = Turns(
             history,
             render=self._render,
@@ -112,14 +109,9 @@ class ContextBuilder:
         if turns.empty:  # a new session with no turn yet: nothing to send, nothing left out
             selection = Selection(messages=(), left_out=0)
         else:
-            selection = strategy_for(
-                name,
-                self.counter,
-                keep_recent=keep_recent,
-                max_messages=max_messages,
-                summarizer=self.summarizer,
-            )(turns, budget)
-        return self._window(session_id, history, name, budget, selection)
+            options = Build(self.counter, keep_recent, self.summarizer, max_messages)
+            selection = chosen.select(turns, budget, options)
+        return self._window(session_id, history, chosen.name, budget, selection)
 
     def build_perspective(
         self,
@@ -166,7 +158,7 @@ class ContextBuilder:
         self,
         session_id: str,
         history: History,
-        name: StrategyName,
+        name: StrategyName | str,
         budget: int,
         selection: Selection,
     ) -> ContextWindow:
@@ -180,7 +172,7 @@ class ContextBuilder:
         self,
         session_id: str,
         history: History,
-        strategy: StrategyName,
+        strategy: StrategyName | str,
         budget: int,
         selection: Selection,
     ) -> ContextReport:
@@ -218,16 +210,6 @@ class ContextBuilder:
 
     def _render(self, message: Message) -> ContextMessage:
         """A stored message as a window entry, counted with the target tokenizer."""
-        if self.rendered is not None:
-            made = self.rendered.get(message.seq)
-            if made is not None and made.message_id == message.id:
-                return made
-            made = self._entry(message)
-            self.rendered[message.seq] = made
-            return made
-        return self._entry(message)
-
-    def _entry(self, message: Message) -> ContextMessage:
         tokens = message.tokens
         if self.counter.encoding != self.stored_encoding:
             tokens = self.counter.count_message(
@@ -268,11 +250,3 @@ class ContextBuilder:
             tool_call_id=draft.tool_call_id,
             internal=draft.internal,
         )
-
-
-def _strategy_name(value: StrategyName | str) -> StrategyName:
-    try:
-        return StrategyName(value)
-    except ValueError:
-        choices = ", ".join(name.value for name in StrategyName)
-        raise InvalidInput("strategy", f"unknown strategy {value!r}; choose {choices}") from None

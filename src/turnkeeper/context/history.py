@@ -82,9 +82,6 @@ class StoreHistory:
         self._page_size = max(1, page_size)
         self._loaded: dict[int, Message] = {}
         self._tail_floor: int | None = None  # every message from here to the newest is loaded
-        self._page_floor: int | None = None  # the oldest message of the pages read so far
-        self._pages_reach_start = False  # True once a page showed nothing older exists
-        self._head: Message | None = None
 
     @property
     def messages_in_store(self) -> int:
@@ -107,8 +104,7 @@ class StoreHistory:
             include_internal=self._include_internal,
             limit=1,
         )
-        self._head = self._remember(first)[0] if first else None
-        return self._head
+        return self._remember(first)[0] if first else None
 
     @staticmethod
     def page_size_for(budget: int, average_tokens: float) -> int:
@@ -123,10 +119,7 @@ class StoreHistory:
         size = self._page_size
         while True:
             page = self._page(upper, size)
-            if page:
-                self._page_floor = page[-1].seq
             last = len(page) < size or page[-1].seq <= 1  # seqs start at 1: nothing older
-            self._pages_reach_start = self._pages_reach_start or last
             for message in self._remember(page):
                 self._tail_floor = message.seq
                 yield message

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from turnkeeper.context.formats import wire_name
-from turnkeeper.context.strategies import (
+from turnkeeper.context.selection import (
     Selection,
     SummarizerFailed,
     sliding_window_marker,

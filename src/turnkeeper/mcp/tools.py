@@ -4,9 +4,10 @@ transcript as a resource.
 Every tool is thin: it asks who is calling (`CallerOf`: the API key's caller over HTTP, the
 local admin or `--project` on stdio), resolves the session in that caller's project exactly as
 the HTTP routes do (`turnkeeper.callers`), calls one `Turnkeeper` method and answers with the
-same JSON document `turnkeeper --json` prints for it. A `TurnkeeperError` becomes a tool error
-(`isError`) carrying the CLI's one-line message, so the model reads what went wrong and can
-correct its call; a session of another project is "not found", never its data.
+same JSON document `turnkeeper --json` prints for it (both made by `turnkeeper.records.plain`).
+A `TurnkeeperError` becomes a tool error (`isError`) carrying the CLI's one-line message, so the
+model reads what went wrong and can correct its call; a session of another project is "not
+found", never its data.
 
 Inputs are checked by turnkeeper itself, not by the schema, so a bad value gets the same
 message as everywhere else (`budget_tokens: must be positive, got -5`); the schemas say in their
@@ -29,8 +30,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, StrictBool, StrictInt
 
 import turnkeeper
+from turnkeeper import records
 from turnkeeper.callers import Caller, PerCallerLimit, resolve_session
-from turnkeeper.cli.output import jsonable
 from turnkeeper.errors import SessionNotFound, TurnkeeperError
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import Message, StrategyName
@@ -66,7 +67,7 @@ ProjectArg = Annotated[
 
 
 def _document(value: Any) -> dict[str, Any]:
-    document: dict[str, Any] = jsonable(value)
+    document: dict[str, Any] = records.plain(value)
     return document
 
 

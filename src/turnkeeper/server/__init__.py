@@ -1,6 +1,5 @@
-"""The HTTP service (`turnkeeper serve`): REST under `/v1`, the bead
-conversation routes under `/api/v1`, the
-chat turn, an OpenAI-compatible proxy, probes and metrics. Needs the `server` extra:
+"""The HTTP service (`turnkeeper serve`): REST under `/v1`, the chat turn, the OpenAI-compatible
+routes (the chat proxy, models, conversations), probes and metrics. Needs the `server` extra:
 `pip install 'turnkeeper[server]'`; without it, importing this package says so."""
 
 from turnkeeper.errors import TurnkeeperError

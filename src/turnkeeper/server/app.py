@@ -34,6 +34,7 @@ from turnkeeper.server.routes import (
     conversations,
     health,
     messages,
+    models,
     proxy,
     search,
     sessions,
@@ -44,7 +45,8 @@ from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import ChatTurns
 
 ROUTERS = (
-    sessions, branches, messages, search, context, stats, agents, chat, proxy, conversations, health,
+    sessions, branches, messages, search, context, stats, agents, chat, proxy, models,
+    conversations, health,
 )  # fmt: skip
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),

@@ -1,6 +1,6 @@
 """Who is calling: the API key on the request, and the project it may see.
 
-Every `/v1` and `/api/v1` request carries `Authorization: Bearer tk_<id>_<secret>`. A project
+Every `/v1` request carries `Authorization: Bearer tk_<id>_<secret>`. A project
 key sees its own project only: a session of another project, addressed by id or key, is a 404
 (`SessionNotFound`, so its existence is not revealed); naming another project outright (a
 listing filter, a new session's project) is a 403. An admin key sees every project. With auth

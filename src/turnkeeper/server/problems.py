@@ -39,8 +39,10 @@ FastAPI's own request validation errors, Starlette's HTTP errors (unknown route,
 method) and the gates' refusals before a route runs (`gate`: 413 a body over the limit, 421 a
 Host not served, 403 a change another site's page sent) go through the same builder, so every
 error a client sees has one shape, except on
-the OpenAI-compatible `/v1/chat/completions`: there the same errors go out in OpenAI's shape,
-`{"error": {"message", "type", "param", "code"}}`, which the OpenAI SDKs read and show.
+the OpenAI-compatible routes (`/v1/chat/completions`, `/v1/models`, `/v1/conversations`,
+`/v1/responses`): there the same errors go out in OpenAI's shape, `{"error": {"message", "type",
+"param", "code"}}`, which the OpenAI SDKs read and show, and a bad value is a 400 naming it in
+`param`, as OpenAI's API answers (the proxy's stays 422, as it always was).
 """
 
 from __future__ import annotations
@@ -101,8 +103,17 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
 log = get_logger("turnkeeper.server")
 
 
-OPENAI_PATHS = frozenset({"/v1/chat/completions"})
-"""Routes whose clients are OpenAI SDKs: their errors take OpenAI's shape."""
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models", "/v1/conversations", "/v1/responses")
+"""Routes whose clients are OpenAI SDKs (these paths and those under them): their errors take
+OpenAI's shape."""
+OPENAI_400_PATHS = OPENAI_PATHS[1:]
+"""Of those, the ones that answer a bad value 400 as OpenAI's API does (the proxy keeps the
+422 it has always answered)."""
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == prefix or path.startswith(f"{prefix}/") for prefix in prefixes)
+
 
 _OPENAI_TYPES = {
     401: "authentication_error",
@@ -204,7 +215,10 @@ def openai_error(body: dict[str, Any]) -> dict[str, Any]:
 def respond(
     request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    if request.url.path in OPENAI_PATHS:
+    path = request.url.path
+    if _under(path, OPENAI_PATHS):
+        if body["status"] == 422 and _under(path, OPENAI_400_PATHS):
+            body = body | {"status": 400}
         retryable = body["status"] in (408, 429) or "Retry-After" in (headers or {})
         if body["status"] < 500 and not retryable:
             # The OpenAI SDKs retry a 409 by default; no other client error improves by retrying
@@ -317,3 +331,35 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status in (400, 401, 403, 404, 409, 410, 413, 421, 422, 429, 503)
 }
 """The problem responses every `/v1` route may give, for the OpenAPI schema."""
+
+UPSTREAM_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: PROBLEM_RESPONSES[422] | {"description": description}
+    for status, description in ((502, "The upstream model failed"), (504, "The upstream timed out"))
+}
+"""The problems of a route that calls the upstream model, for the OpenAPI schema."""
+
+OPENAI_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": description["description"],
+        "content": {"application/json": {"schema": OPENAI_ERROR_SCHEMA}},
+    }
+    for status, description in (PROBLEM_RESPONSES | UPSTREAM_PROBLEMS).items()
+}
+"""The errors of the OpenAI-compatible routes, in OpenAI's shape (what an OpenAI SDK reads),
+for the OpenAPI schema."""

@@ -63,7 +63,7 @@ class SessionCreate(_Request):
             "examples": [
                 {
                     "key": "dev-task-F1-T3",
-                    "subject": "bead-42",
+                    "subject": "ticket-42",
                     "kind": "dev-task",
                     "title": "Fix the leak",
                     "metadata": {"agent_id": "agent-7"},
@@ -88,7 +88,7 @@ class SessionCreate(_Request):
         "the key's project (admin keys: the configured default project).",
     )
     subject: str | None = Field(
-        None, max_length=255, description="What the talk is about (a bead)."
+        None, max_length=255, description="What the talk is about (a ticket, a task, a document)."
     )
     kind: str | None = Field(None, max_length=100, description="Session kind, e.g. dev-task.")
     title: str | None = Field(None, max_length=1000)
@@ -148,7 +148,7 @@ class SessionUpdate(_Request):
 
 
 class ResetRequest(_Request):
-    """Reset of a bead conversation: clear the history, keep the session."""
+    """Reset of a session: clear the history, keep the session."""
 
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"keep_system_message": True}]}
@@ -563,56 +563,6 @@ class Problem(BaseModel):
     errors: list[dict[str, str]] | None = Field(
         None, description="422 only: one {field, problem} per bad field."
     )
-
-
-# -- bead conversation routes ----------------------------------------------------------------
-
-
-class BeadConversationMessage(BaseModel):
-    """A message as the bead conversation routes give it."""
-
-    role: str
-    content: str
-    timestamp: datetime
-    token_count: int
-
-
-class BeadConversation(BaseModel):
-    """A bead conversation: the session and its messages, in the bead conversation service's
-    fields."""
-
-    session_id: str
-    bead_id: str | None
-    project_id: str
-    messages: list[BeadConversationMessage]
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
-    token_count: int
-    metadata: JSON
-
-    @classmethod
-    def from_domain(cls, session: Session, messages: list[Message]) -> BeadConversation:
-        return cls(
-            session_id=session.id, bead_id=session.subject, project_id=session.project,
-            messages=[
-                BeadConversationMessage(
-                    role=m.role.value, content=m.content, timestamp=m.created_at,
-                    token_count=m.tokens,
-                )
-                for m in messages
-            ],
-            created_at=session.created_at, updated_at=session.updated_at,
-            expires_at=session.expires_at, token_count=session.stored_tokens,
-            metadata=dict(session.metadata),
-        )  # fmt: skip
-
-
-class BeadConversationDeleted(BaseModel):
-    """What deleting a bead conversation answers."""
-
-    success: bool
-    message: str
 
 
 # -- multi-agent conversations, summaries, the conversation context object ---------------------

@@ -1,7 +1,7 @@
 """The service layer: every operation turnkeeper offers, over any `Store`.
 
-`Turnkeeper` (in `facade`) is the one object callers use; the modules beside it each hold one
-capability (see `facade` for the map).
+`Turnkeeper` (in `facade`) is the one object callers use: it is composed of parts over one
+`Core`, each part a module beside it (see `facade` for the map).
 """
 
 from turnkeeper.service.core import MAX_PAGE, SessionRef, default_summarizer, utcnow

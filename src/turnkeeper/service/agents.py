@@ -12,7 +12,7 @@ from typing import Any
 
 from turnkeeper.context.perspective import EVENT_KEY
 from turnkeeper.errors import InvalidInput
-from turnkeeper.service.core import SessionRef, agent_name
+from turnkeeper.service.core import Core, SessionRef, agent_name
 from turnkeeper.service.messages import Messages
 from turnkeeper.storage.base import AgentStateStore, require
 from turnkeeper.types import (
@@ -31,13 +31,14 @@ from turnkeeper.validation import check_name, check_non_negative, check_phase, c
 class Agents:
     """The multi-agent operations of a `Turnkeeper` (`tk.agents`)."""
 
-    def __init__(self, tk: Messages) -> None:
-        self._tk = tk
+    def __init__(self, core: Core, messages: Messages) -> None:
+        self._core = core
+        self._messages = messages
 
     @property
     def _states(self) -> AgentStateStore:
         """The store's agent states, or `Unsupported` on a store without them."""
-        return require(self._tk.store, AgentStateStore, "agent states")
+        return require(self._core.store, AgentStateStore, "agent states")
 
     # -- what other capabilities ask --------------------------------------------------------
 
@@ -48,7 +49,7 @@ class Agents:
 
     def execution_ms(self, session_id: str) -> int:
         """The execution time every agent of the session reported, in total."""
-        store = self._tk.store
+        store = self._core.store
         if not isinstance(store, AgentStateStore):
             return 0  # a store without agent states has no agent that reported any
         return sum(state.execution_ms for state in store.list_agent_states(session_id))
@@ -66,7 +67,7 @@ class Agents:
         """Store a system event (phase transition, hand-off) in the history: `metadata.event`
         holds its fields (`kind` first); `extra` adds top-level metadata."""
         metadata = {EVENT_KEY: event, **extra}
-        (stored,) = self._tk.append_many(
+        (stored,) = self._messages.append_many(
             session, [NewMessage(Role.SYSTEM, content, author=author, metadata=metadata)]
         )
         return stored
@@ -87,8 +88,8 @@ class Agents:
         new = check_phase(phase)
         if new is None:
             raise InvalidInput("phase", "a phase is needed")
-        tk = self._tk
-        session = tk.get_session(ref, project=project)
+        core = self._core
+        session = core.get_session(ref, project=project)
         by = check_name("by", by)
         summary = check_text("summary", summary)
         text = f"Phase changed from {session.phase or 'none'} to {new.value}"
@@ -101,7 +102,7 @@ class Agents:
              "summary": summary},
             phase=new.value,  # what the web UI draws as a phase divider
         )  # fmt: skip
-        tk.store.update_session(session.id, SessionPatch(phase=new.value), now=tk.now())
+        core.store.update_session(session.id, SessionPatch(phase=new.value), now=core.now())
         return event
 
     def handoff(
@@ -117,7 +118,7 @@ class Agents:
         receiver, as a system event in the history (`metadata.event.kind == "handoff"`).
         The receiver sees it in its history, and in its "while you were away" block if it
         was away. Returns the stored event."""
-        session = self._tk.get_session(ref, project=project)
+        session = self._core.get_session(ref, project=project)
         source, target = agent_name("from_agent", from_agent), agent_name("to_agent", to_agent)
         summary = check_text("summary", summary)
         text = f"Hand-off from {source} to {target}."
@@ -132,13 +133,13 @@ class Agents:
 
     def state(self, ref: SessionRef, agent: str, *, project: str | None = None) -> AgentState:
         """The agent's state in the session; an agent that never answered is at 0."""
-        session = self._tk.get_session(ref, project=project)
+        session = self._core.get_session(ref, project=project)
         name = agent_name("agent", agent)
         return self._states.get_agent_state(session.id, name) or AgentState(session.id, name)
 
     def states(self, ref: SessionRef, *, project: str | None = None) -> list[AgentState]:
         """Every agent's state in the session, by name."""
-        return self._states.list_agent_states(self._tk.get_session(ref, project=project).id)
+        return self._states.list_agent_states(self._core.get_session(ref, project=project).id)
 
     def update_state(
         self,
@@ -150,8 +151,8 @@ class Agents:
         project: str | None = None,
     ) -> AgentState:
         """Set the agent's position and/or provider session id (None keeps a field)."""
-        tk = self._tk
-        session = tk.get_session(ref, project=project)
+        core = self._core
+        session = core.get_session(ref, project=project)
         if last_processed_seq is not None:
             check_non_negative("last_processed_seq", last_processed_seq)
         update = AgentStateUpdate(
@@ -159,7 +160,7 @@ class Agents:
             provider_session_id=check_text("provider_session_id", provider_session_id),
         )
         name = agent_name("agent", agent)
-        return self._states.update_agent_state(session.id, name, update, now=tk.now())
+        return self._states.update_agent_state(session.id, name, update, now=core.now())
 
     def responded(
         self,
@@ -175,18 +176,18 @@ class Agents:
         move its state to the end of the history (the multi-agent runner's
         `lastProcessedMessageIndex` = history length), keep or replace its provider session id,
         and add `execution_ms` to its time. This, not a plain append, is what advances an agent."""
-        tk = self._tk
-        session = tk.get_session(ref, project=project)
+        core = self._core
+        session = core.get_session(ref, project=project)
         name = agent_name("agent", agent)
         if execution_ms is not None:
             check_non_negative("execution_ms", execution_ms)
         if reply is not None:
             message = reply if isinstance(reply, NewMessage) else NewMessage(Role.ASSISTANT, reply)
-            tk.append_many(session, [dataclasses.replace(message, author=name)])
+            self._messages.append_many(session, [dataclasses.replace(message, author=name)])
         update = AgentStateUpdate(
-            last_processed_seq=tk.store.get_session(session.id).last_seq,
+            last_processed_seq=core.store.get_session(session.id).last_seq,
             provider_session_id=check_text("provider_session_id", provider_session_id),
             add_execution_ms=execution_ms or 0,
             add_turns=1,
         )
-        return self._states.update_agent_state(session.id, name, update, now=tk.now())
+        return self._states.update_agent_state(session.id, name, update, now=core.now())

@@ -39,6 +39,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from turnkeeper.apikeys import ApiKeys
 from turnkeeper.config import Settings
+from turnkeeper.context.strategies import Strategies, Strategy
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.core import MAX_PAGE
 from turnkeeper.service.facade import Turnkeeper
@@ -117,8 +118,6 @@ def _check_mirror(face: type, mirrors: type, plain: frozenset[str]) -> None:
     for name in sorted(dir(mirrors)):
         method = inspect.getattr_static(mirrors, name)
         if name.startswith("_") or not inspect.isfunction(method):
-            continue
-        if (method.__doc__ or "").startswith("Deprecated"):  # the old flat names stay sync-only
             continue
         methods.add(name)
         if not hasattr(face, name):
@@ -301,9 +300,14 @@ class AsyncTurnkeeper(Face[Turnkeeper], mirrors=Turnkeeper, plain={"now", "budge
         """The current time as this service sees it (its clock decides expiry)."""
         return self.sync.now()
 
+    @property
+    def strategies(self) -> Strategies:
+        """The context strategies the service knows by name (`Turnkeeper.strategies`)."""
+        return self.sync.strategies
+
     def budget_for(
         self,
-        strategy: StrategyName,
+        strategy: Strategy | StrategyName | str,
         *,
         budget_tokens: int | None,
         reserved_tokens: int | None,

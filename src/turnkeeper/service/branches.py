@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from turnkeeper.errors import InvalidInput
-from turnkeeper.service.core import SessionRef
+from turnkeeper.service.core import Core, SessionRef
 from turnkeeper.service.sessions import Sessions
 from turnkeeper.storage.base import ForkStore, require
 from turnkeeper.types import UNSET, Branch, JSONObject, Session
@@ -23,12 +23,16 @@ FEATURE = "branches"
 """What a store without `ForkStore` is told it cannot serve."""
 
 
-class Branches(Sessions):
+class Branches:
     """Forking a session at a seq, and the forks of a session."""
+
+    def __init__(self, core: Core, sessions: Sessions) -> None:
+        self.core = core
+        self._sessions = sessions
 
     @property
     def _forks(self) -> ForkStore:
-        return require(self.store, ForkStore, FEATURE)
+        return require(self.core.store, ForkStore, FEATURE)
 
     def fork(
         self,
@@ -55,8 +59,8 @@ class Branches(Sessions):
             raise InvalidInput(
                 "at_seq", "must be an integer seq (0 forks before the first message)"
             )
-        source = self.get_session(ref, project=project)
-        new = self._new_session(
+        source = self.core.get_session(ref, project=project)
+        new = self._sessions.new_session(
             key=key,
             project=source.project,
             subject=source.subject,
@@ -66,13 +70,13 @@ class Branches(Sessions):
             metadata=dict(source.metadata) if metadata is None else metadata,
             ttl=ttl,
         )
-        return self._forks.fork_session(source.id, at_seq, new, now=self.now())
+        return self._forks.fork_session(source.id, at_seq, new, now=self.core.now())
 
     def branches(self, ref: SessionRef, *, project: str | None = None) -> list[Branch]:
         """The branches forked from this session with their fork points, oldest first."""
-        return self._forks.list_branches(self.get_session(ref, project=project).id)
+        return self._forks.list_branches(self.core.get_session(ref, project=project).id)
 
     def fork_origin(self, ref: SessionRef, *, project: str | None = None) -> Branch | None:
         """Where this session was forked from (its source and fork point); None if it is not
         a branch. The source may have been deleted since."""
-        return self._forks.fork_origin(self.get_session(ref, project=project).id)
+        return self._forks.fork_origin(self.core.get_session(ref, project=project).id)

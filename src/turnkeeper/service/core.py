@@ -1,8 +1,9 @@
-"""What every capability of the service shares: the store, the settings, the clock, and the
-resolution of a session reference (id or key, in a project) into a session.
+"""What every part of the service shares (`Core`): the store, the settings, the clock, the
+summarizer, and the resolution of a session reference (id or key, in a project) into a session.
 
-Each capability module (`sessions`, `messages`, `windows`, `digest`, `agents`, `transfer`) builds
-on this and keeps its own store calls, so a capability's store contract is visible in one file.
+Each part (`sessions`, `messages`, `windows`, `digest`, `search`, `branches`, `agents`,
+`transfer`) is an object over one `Core` and keeps its own store calls, so a part's store
+contract is visible in one file; `Turnkeeper` (`facade`) holds the parts.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def refuse_expired(session: Session) -> None:
 
 
 class AgentPositions(Protocol):
-    """What other capabilities ask of the agents part (`tk.agents`), named here so the core
-    does not import the part built on top of it."""
+    """What other parts ask of the agents part (`tk.agents`), named here so the core does not
+    import the part built on top of it."""
 
     def position(self, session_id: str, agent: str) -> int: ...
 
@@ -70,19 +71,29 @@ class AgentPositions(Protocol):
 
 
 class Core:
-    """The state one service shares across its capabilities, and session resolution.
+    """What every part of one service shares: the store, the settings, the clock, the
+    summarizer, and session resolution.
 
-    Every capability resolves references here, so the project scope (isolation) and the
-    clock's view of expiry are the same whichever operation is called.
+    Every part resolves references here, so the project scope (isolation) and the clock's
+    view of expiry are the same whichever operation is called.
     """
 
-    store: Store
-    settings: Settings
-    encoding: str
-    agents: AgentPositions
-    _clock: Callable[[], datetime]
-    _summarizer: Summarizer
-    _locks: SessionLocks
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.summarizer = summarizer or default_summarizer(settings)
+        self.locks = SessionLocks()
+        """One lock per session for checkpoint writes (`context.checkpoints`)."""
+        self.encoding = store.meta("token_encoding", settings.token_encoding)
+        """Encoding the stored token counts were made with (fixed when the database was made)."""
 
     @property
     def counter(self) -> TokenCounter:
@@ -91,14 +102,15 @@ class Core:
 
     def now(self) -> datetime:
         """The current time as this service sees it (its clock decides expiry)."""
-        return self._clock()
+        return self.clock()
 
-    def _project(self, project: str | None) -> str:
+    def project(self, project: str | None) -> str:
+        """A checked project name, or the configured default."""
         return check_name("project", project) or self.settings.default_project
 
-    def _present(self, session: Session) -> Session:
+    def present(self, session: Session) -> Session:
         """An active session past its expiry is shown as expired: it is never live again."""
-        if session.status is SessionStatus.ACTIVE and session.is_expired_at(self._clock()):
+        if session.status is SessionStatus.ACTIVE and session.is_expired_at(self.clock()):
             return dataclasses.replace(session, status=SessionStatus.EXPIRED)
         return session
 
@@ -110,16 +122,16 @@ class Core:
         if not isinstance(ref, str) or not ref:
             raise InvalidInput("session", "must be a session id or key")
         try:  # by id, else by key, in one read where the store can (`lookup_session`)
-            found = lookup_session(self.store, ref, self._project(project))
+            found = lookup_session(self.store, ref, self.project(project))
         except SessionNotFound:
             check_name("session", ref)  # a reference no key could be is a bad input
             raise
         if project is not None and found.project != project:
             raise SessionNotFound(ref, project)
-        return self._present(found)
+        return self.present(found)
 
-    def _checkpointed(self, session_id: str) -> Checkpointed:
+    def checkpointed(self, session_id: str) -> Checkpointed:
         """The session's rolling summaries (stored checkpoints), shared by context and digest."""
         return Checkpointed(
-            self._summarizer, self.store, session_id, clock=self._clock, locks=self._locks
+            self.summarizer, self.store, session_id, clock=self.clock, locks=self.locks
         )

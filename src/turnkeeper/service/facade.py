@@ -5,50 +5,66 @@ input, call one method and format the result. Validation, token counting at writ
 session-reference resolution (id or key), expiry rules and context building all live behind
 it, so every interface behaves the same.
 
-The object is assembled from capabilities, one module each:
+The object is composed of parts over one `Core` (the store, the settings, the clock, the
+summarizer and session resolution), one module each; it inherits from none of them:
 
-- flat on `tk` (what every app calls): sessions (`sessions.py`), the message log
-  (`messages.py`), context windows (`windows.py`), and the conversation digest (`digest.py`);
+- flat on `tk` (what every app calls), each operation handed to its part: sessions
+  (`sessions.py`), the message log (`messages.py`), context windows (`windows.py`), the
+  conversation digest (`digest.py`), search (`search.py`) and branches (`branches.py`);
 - `tk.agents` (`agents.py`): agent states, phase changes, hand-offs, responding;
 - `tk.transfer` (`transfer.py`): JSONL export and import, the expiry sweep;
+- `tk.strategies` (`context.strategies`): the context strategies known by name;
 - `tk.keys`: API keys (`turnkeeper.apikeys`), on the service's clock.
-
-The multi-agent and transfer operations were once flat on `tk`; those names still work and
-warn (`DeprecationWarning`) with the new one.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Concatenate, ParamSpec, TypeVar
 
 from turnkeeper.apikeys import ApiKeys
 from turnkeeper.config import Settings
-from turnkeeper.context.checkpoints import SessionLocks
+from turnkeeper.context.strategies import Strategies
 from turnkeeper.context.summarizer import Summarizer
-from turnkeeper.jsonl import ImportReport
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.branches import Branches
-from turnkeeper.service.core import default_summarizer, utcnow
-from turnkeeper.service.digest import Digest, ReferenceMemo
+from turnkeeper.service.core import Core, utcnow
+from turnkeeper.service.digest import Digest
+from turnkeeper.service.messages import Messages
 from turnkeeper.service.search import Search
+from turnkeeper.service.sessions import Sessions
 from turnkeeper.service.transfer import Transfer
-from turnkeeper.service.windows import WindowMemo, Windows
+from turnkeeper.service.windows import Windows
 from turnkeeper.storage.base import Store
-from turnkeeper.types import AgentState, ExpiryReport, Message
+from turnkeeper.tokens import TokenCounter
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
 
 
-class Turnkeeper(Branches, Windows, Digest, Search):
+def _handed_to(
+    part: str, operation: Callable[Concatenate[S, P], R]
+) -> Callable[Concatenate[Turnkeeper, P], R]:
+    """`operation` of the part in attribute `part`, as a method of `Turnkeeper`: same name,
+    signature and docstring (`inspect.signature` and `help` show the part's)."""
+
+    @functools.wraps(operation)
+    def handed_to(tk: Turnkeeper, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return operation(getattr(tk, part), *args, **kwargs)
+
+    handed_to.__qualname__ = f"Turnkeeper.{operation.__name__}"
+    return handed_to
+
+
+class Turnkeeper:
     """Conversation memory over a store. Open one with `turnkeeper.open()`.
 
     Usable as a context manager; `close()` releases the store.
     """
-
-    agents: Agents
-    """Multi-agent conversations: agent states, phases, hand-offs, responding."""
 
     def __init__(
         self,
@@ -58,24 +74,86 @@ class Turnkeeper(Branches, Windows, Digest, Search):
         clock: Callable[[], datetime] = utcnow,
         summarizer: Summarizer | None = None,
     ) -> None:
-        self.store = store
-        self.settings = settings
-        self._clock = clock
-        self._summarizer = summarizer or default_summarizer(settings)
-        self._locks = SessionLocks()
-        self._references = ReferenceMemo()
-        self._windows = WindowMemo() if settings.lru_size else None
-        self.encoding = store.meta("token_encoding", settings.token_encoding)
-        """Encoding the stored token counts were made with (fixed when the database was made)."""
-        self.agents = Agents(self)
+        self._core = core = Core(store, settings, clock=clock, summarizer=summarizer)
+        self._messages = Messages(core)
+        self.agents = Agents(core, self._messages)
+        """Multi-agent conversations: agent states, phases, hand-offs, responding."""
+        self._sessions = Sessions(core, self.agents)
+        self._windows = Windows(core, self._messages, self.agents)
+        self._digest = Digest(core)
+        self._search = Search(core)
+        self._branches = Branches(core, self._sessions)
         self.transfer = Transfer(self)
         """JSONL export and import, and the expiry sweep."""
+
+    @property
+    def store(self) -> Store:
+        return self._core.store
+
+    @property
+    def settings(self) -> Settings:
+        return self._core.settings
+
+    @property
+    def encoding(self) -> str:
+        """Encoding the stored token counts were made with (fixed when the database was made)."""
+        return self._core.encoding
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The tokenizer stored counts are made with."""
+        return self._core.counter
+
+    @property
+    def strategies(self) -> Strategies:
+        """The context strategies this service knows by name: the built-ins, and any
+        registered (`tk.strategies.register(MyStrategy())`)."""
+        return self._windows.strategies
 
     @cached_property
     def keys(self) -> ApiKeys:
         """API keys of the HTTP API, stamped with this service's clock; verified keys are
         remembered for `api_key_cache`."""
-        return ApiKeys(self.store, clock=self._clock, cache=self.settings.api_key_cache)
+        return ApiKeys(self.store, clock=self._core.clock, cache=self.settings.api_key_cache)
+
+    now = _handed_to("_core", Core.now)
+    get_session = _handed_to("_core", Core.get_session)
+
+    # -- sessions, search and branches ------------------------------------------------------
+
+    create_session = _handed_to("_sessions", Sessions.create_session)
+    get_or_create_session = _handed_to("_sessions", Sessions.get_or_create_session)
+    list_sessions = _handed_to("_sessions", Sessions.list_sessions)
+    projects_holding = _handed_to("_sessions", Sessions.projects_holding)
+    update_session = _handed_to("_sessions", Sessions.update_session)
+    reset_session = _handed_to("_sessions", Sessions.reset_session)
+    archive_session = _handed_to("_sessions", Sessions.archive_session)
+    delete_session = _handed_to("_sessions", Sessions.delete_session)
+    session_stats = _handed_to("_sessions", Sessions.session_stats)
+    project_stats = _handed_to("_sessions", Sessions.project_stats)
+    search = _handed_to("_search", Search.search)
+    fork = _handed_to("_branches", Branches.fork)
+    branches = _handed_to("_branches", Branches.branches)
+    fork_origin = _handed_to("_branches", Branches.fork_origin)
+
+    def iter_session_ids(self, *, project: str | None = None) -> Iterator[str]:
+        """Ids of every session (of `project`), paging through the listing."""
+        yield from self._sessions.iter_session_ids(project=project)  # a generator, as the part's
+
+    # -- the message log, context windows, the digest ---------------------------------------
+
+    draft = _handed_to("_messages", Messages.draft)
+    append = _handed_to("_messages", Messages.append)
+    append_many = _handed_to("_messages", Messages.append_many)
+    append_traced = _handed_to("_messages", Messages.append_traced)
+    history = _handed_to("_messages", Messages.history)
+    pop_last_message = _handed_to("_messages", Messages.pop_last_message)
+    budget_for = _handed_to("_windows", Windows.budget_for)
+    context = _handed_to("_windows", Windows.context)
+    summaries = _handed_to("_digest", Digest.summaries)
+    conversation_context = _handed_to("_digest", Digest.conversation_context)
+
+    # -- lifetime ---------------------------------------------------------------------------
 
     def __enter__(self) -> Turnkeeper:
         return self
@@ -85,54 +163,3 @@ class Turnkeeper(Branches, Windows, Digest, Search):
 
     def close(self) -> None:
         self.store.close()
-
-    # -- moved: the old flat names, kept working with a warning -----------------------------
-
-    def set_phase(self, *args: Any, **kwargs: Any) -> Message:
-        """Deprecated: use `tk.agents.set_phase`."""
-        _moved("set_phase", "agents.set_phase")
-        return self.agents.set_phase(*args, **kwargs)
-
-    def handoff(self, *args: Any, **kwargs: Any) -> Message:
-        """Deprecated: use `tk.agents.handoff`."""
-        _moved("handoff", "agents.handoff")
-        return self.agents.handoff(*args, **kwargs)
-
-    def agent_state(self, *args: Any, **kwargs: Any) -> AgentState:
-        """Deprecated: use `tk.agents.state`."""
-        _moved("agent_state", "agents.state")
-        return self.agents.state(*args, **kwargs)
-
-    def agent_states(self, *args: Any, **kwargs: Any) -> list[AgentState]:
-        """Deprecated: use `tk.agents.states`."""
-        _moved("agent_states", "agents.states")
-        return self.agents.states(*args, **kwargs)
-
-    def update_agent_state(self, *args: Any, **kwargs: Any) -> AgentState:
-        """Deprecated: use `tk.agents.update_state`."""
-        _moved("update_agent_state", "agents.update_state")
-        return self.agents.update_state(*args, **kwargs)
-
-    def agent_responded(self, *args: Any, **kwargs: Any) -> AgentState:
-        """Deprecated: use `tk.agents.responded`."""
-        _moved("agent_responded", "agents.responded")
-        return self.agents.responded(*args, **kwargs)
-
-    def export_sessions(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
-        """Deprecated: use `tk.transfer.export_sessions`."""
-        _moved("export_sessions", "transfer.export_sessions")
-        return self.transfer.export_sessions(*args, **kwargs)
-
-    def import_sessions(self, *args: Any, **kwargs: Any) -> ImportReport:
-        """Deprecated: use `tk.transfer.import_sessions`."""
-        _moved("import_sessions", "transfer.import_sessions")
-        return self.transfer.import_sessions(*args, **kwargs)
-
-    def expire(self, *args: Any, **kwargs: Any) -> ExpiryReport:
-        """Deprecated: use `tk.transfer.expire`."""
-        _moved("expire", "transfer.expire")
-        return self.transfer.expire(*args, **kwargs)
-
-
-def _moved(old: str, new: str) -> None:
-    warnings.warn(f"Turnkeeper.{old} is deprecated; use tk.{new}", DeprecationWarning, stacklevel=3)

@@ -1,7 +1,7 @@
 """The message log: validate and count, append (atomically, idempotently), read, and take back
 the newest message.
 
-A mixin of the `Turnkeeper` facade (flat on `tk`). Everything adapters need from the log is
+A part of `Turnkeeper` (flat on `tk`). Everything adapters need from the log is
 here, so none of them reads or writes the store directly: they get the service's clock,
 project scope and sliding expiry with every call.
 """
@@ -53,19 +53,22 @@ _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 """The first hex digit of a UUID's variant field with its two top bits set to 10."""
 
 
-class Messages(Core):
+class Messages:
     """The message operations of `Turnkeeper`."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
 
     def draft(self, message: NewMessage) -> MessageDraft:
         """Validate a message and count its tokens (once, with the store's encoding)."""
-        return self._draft(message, self._clock(), None, self.counter)
+        return self._draft(message, self.core.now(), None, self.core.counter)
 
     def _draft(
         self, message: NewMessage, now: datetime, new_id: str | None, counter: TokenCounter
     ) -> MessageDraft:
         """`draft`, at `now`, with `new_id` as the id when the message has none (a fresh
         random id when that is None too), counted by `counter` (looked up once a batch)."""
-        settings = self.settings
+        settings = self.core.settings
         role, tool_calls, metadata = check_message(
             message,
             max_bytes=settings.max_message_bytes,
@@ -139,37 +142,33 @@ class Messages(Core):
         if expected_last_seq is not None:
             check_non_negative("expected_last_seq", expected_last_seq)
         session_id = self._appendable_id(ref, project)
-        session = None if session_id is not None else self.get_session(ref, project=project)
+        session = None if session_id is not None else self.core.get_session(ref, project=project)
         batch = messages if isinstance(messages, (list, tuple)) else list(messages)
         # One instant for the whole batch (it is stored atomically), and its random ids
         # made at once: `uuid.uuid4()` per message was a tenth of a large append.
-        now = self._clock()
+        now = self.core.now()
         ids = new_ids(len(batch))
-        counter = self.counter
+        counter = self.core.counter
         drafts = []
         for index, message in enumerate(batch):
             try:
                 drafts.append(self._draft(message, now, ids[index], counter))
             except InvalidInput as exc:
                 if session is None:  # a missing session is reported before a bad message
-                    self.get_session(ref, project=project)
+                    self.core.get_session(ref, project=project)
                 if index == 0 and not drafts:
                     raise
                 raise type(exc)(f"messages[{index}].{exc.field}", exc.problem) from None
         if session_id is not None:
             try:
-                appended = self.store.append_messages(
-                    session_id, drafts, expected_last_seq=expected_last_seq, now=self._clock()
+                appended = self.core.store.append_messages(
+                    session_id, drafts, expected_last_seq=expected_last_seq, now=self.core.now()
                 )
-                self._appended(session_id, appended)
                 return appended
             except SessionNotFound:
-                session = self.get_session(ref, project=project)  # a key shaped like an id
+                session = self.core.get_session(ref, project=project)  # a key shaped like an id
         assert session is not None
         return self._store_drafts(session, drafts, expected_last_seq)
-
-    def _appended(self, session_id: str, stored: list[Message]) -> None:
-        """Called with what each append stored (the context operations remember it)."""
 
     def _appendable_id(self, ref: SessionRef, project: str | None) -> str | None:
         """The session id an append can go to without reading the session first, else None.
@@ -196,11 +195,10 @@ class Messages(Core):
     def _store_drafts(
         self, session: Session, drafts: list[MessageDraft], expected_last_seq: int | None
     ) -> list[Message]:
-        now = self._clock()
-        stored = self.store.append_messages(
+        now = self.core.now()
+        stored = self.core.store.append_messages(
             session.id, drafts, expected_last_seq=expected_last_seq, now=now
         )
-        self._appended(session.id, stored)
         if self._slides:
             self._slide_expiry(session, stored, now)
         return stored
@@ -209,18 +207,22 @@ class Messages(Core):
     def _slides(self) -> bool:
         """Whether appends extend expiry: `sliding_expiry` (the default) with a configured
         `session_expiration` (none by default: then nothing expires, and nothing slides)."""
-        return self.settings.sliding_expiry and self.settings.session_expiration is not None
+        return (
+            self.core.settings.sliding_expiry and self.core.settings.session_expiration is not None
+        )
 
     def _slide_expiry(self, session: Session, stored: list[Message], now: datetime) -> None:
         """Sliding expiry: a session that gets new messages lives another
         `session_expiration` from now (a session that never expires stays so)."""
-        lifetime = self.settings.session_expiration
+        lifetime = self.core.settings.session_expiration
         if lifetime is None or session.expires_at is None:
             return
         if not any(message.seq > session.last_seq for message in stored):
             return  # only retries of stored messages: no new activity
         if now + lifetime > session.expires_at:
-            self.store.update_session(session.id, SessionPatch(expires_at=now + lifetime), now=now)
+            self.core.store.update_session(
+                session.id, SessionPatch(expires_at=now + lifetime), now=now
+            )
 
     def history(
         self,
@@ -241,7 +243,7 @@ class Messages(Core):
             check_positive("limit", limit)
 
         def read(session_id: str) -> list[Message]:
-            return self.store.read_messages(
+            return self.core.store.read_messages(
                 session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal,
                 newest_first=newest_first, limit=limit,
             )  # fmt: skip
@@ -256,9 +258,9 @@ class Messages(Core):
                 messages = None
             if messages:
                 return messages
-            session = self.get_session(ref)
+            session = self.core.get_session(ref)
             return messages if messages is not None and session.id == ref.id else read(session.id)
-        return read(self.get_session(ref, project=project).id)
+        return read(self.core.get_session(ref, project=project).id)
 
     def pop_last_message(self, ref: SessionRef, *, project: str | None = None) -> Message | None:
         """Delete the newest message and return it (None for an empty session): an undo, as
@@ -269,5 +271,5 @@ class Messages(Core):
         session's status (like `history`, it is a correction of the record, not a new turn),
         so it neither needs a live session nor slides its expiry.
         """
-        session = self.get_session(ref, project=project)
-        return self.store.delete_last_message(session.id, now=self._clock())
+        session = self.core.get_session(ref, project=project)
+        return self.core.store.delete_last_message(session.id, now=self.core.now())

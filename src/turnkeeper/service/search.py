@@ -21,8 +21,11 @@ MAX_SEARCH_OFFSET = 10_000
 everything before them, so they are bounded."""
 
 
-class Search(Core):
+class Search:
     """Full-text search (`tk.search`)."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
 
     def search(
         self,
@@ -65,7 +68,7 @@ class Search(Core):
         scope = check_name("project", project)
         where = SearchFilter(
             project=scope,
-            session_id=self.get_session(session, project=scope).id if session else None,
+            session_id=self.core.get_session(session, project=scope).id if session else None,
             role=role,
             author=check_text("author", author, max_length=255),
             kind=check_text("kind", kind, max_length=255),
@@ -73,5 +76,5 @@ class Search(Core):
             until=until,
             include_internal=include_internal,
         )
-        store = require(self.store, SearchStore, "full-text search")
+        store = require(self.core.store, SearchStore, "full-text search")
         return list(store.search_messages(parsed, where, limit=limit, offset=offset))

@@ -1,7 +1,7 @@
 """Sessions: create, find, list, change, reset, archive, delete, and their statistics.
 
-A mixin of the `Turnkeeper` facade (these are its most used operations, so they stay flat on
-`tk`); its store calls are the core `Store`'s session calls.
+A part of `Turnkeeper` (these are its most used operations, so `tk` offers them flat); its
+store calls are the core `Store`'s session calls.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from turnkeeper.errors import InvalidInput, SessionNotFound
-from turnkeeper.service.core import MAX_PAGE, Core, SessionRef, refuse_expired
+from turnkeeper.service.core import MAX_PAGE, AgentPositions, Core, SessionRef, refuse_expired
 from turnkeeper.storage.base import AdminStore, require
 from turnkeeper.types import (
     UNSET,
@@ -36,10 +36,14 @@ from turnkeeper.validation import (
 )
 
 
-class Sessions(Core):
+class Sessions:
     """The session operations of `Turnkeeper`."""
 
-    def _new_session(
+    def __init__(self, core: Core, agents: AgentPositions) -> None:
+        self.core = core
+        self._agents = agents
+
+    def new_session(
         self,
         *,
         key: str | None,
@@ -51,22 +55,23 @@ class Sessions(Core):
         metadata: JSONObject | None,
         ttl: timedelta | Any | None,
     ) -> NewSession:
-        lifetime = self.settings.session_expiration if ttl is UNSET else ttl
+        """A checked new session (forks make theirs here too)."""
+        lifetime = self.core.settings.session_expiration if ttl is UNSET else ttl
         if lifetime is not None and lifetime <= timedelta(0):
             raise InvalidInput("ttl", "must be positive (or None for a session that never expires)")
         return NewSession(
-            project=self._project(project),
+            project=self.core.project(project),
             key=check_key("key", key),
             subject=check_text("subject", subject, max_length=255),
             kind=check_text("kind", kind, max_length=100),
             title=check_text("title", title),
             phase=check_phase(phase),
-            expires_at=None if lifetime is None else self._clock() + lifetime,
+            expires_at=None if lifetime is None else self.core.now() + lifetime,
             metadata=self._metadata(metadata),
         )
 
     def _metadata(self, metadata: JSONObject | None) -> dict[str, Any]:
-        return check_metadata("metadata", metadata, max_bytes=self.settings.max_json_bytes)
+        return check_metadata("metadata", metadata, max_bytes=self.core.settings.max_json_bytes)
 
     def create_session(
         self,
@@ -84,11 +89,11 @@ class Sessions(Core):
 
         Raises `Conflict` if `key` is held by a live session of the project.
         """
-        new = self._new_session(
+        new = self.new_session(
             key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
             metadata=metadata, ttl=ttl,
         )  # fmt: skip
-        return self.store.create_session(new, now=self._clock())
+        return self.core.store.create_session(new, now=self.core.now())
 
     def get_or_create_session(
         self,
@@ -107,11 +112,11 @@ class Sessions(Core):
         Returns the session and whether it was created."""
         if key is None:
             raise InvalidInput("key", "get-or-create needs a key")
-        new = self._new_session(
+        new = self.new_session(
             key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
             metadata=metadata, ttl=ttl,
         )  # fmt: skip
-        return self.store.get_or_create_session(new, now=self._clock())
+        return self.core.store.get_or_create_session(new, now=self.core.now())
 
     def list_sessions(
         self,
@@ -150,15 +155,15 @@ class Sessions(Core):
             phase=phase,
             search=check_text("search", search, max_length=255) or None,
         )
-        page = self.store.list_sessions(where, limit=limit, cursor=cursor)
-        return Page(tuple(self._present(s) for s in page.items), page.next_cursor)
+        page = self.core.store.list_sessions(where, limit=limit, cursor=cursor)
+        return Page(tuple(self.core.present(s) for s in page.items), page.next_cursor)
 
     def projects_holding(self, ref: str) -> list[str]:
         """The projects where `ref` names a session: its id's, else those of the sessions
         holding it as a key (any status). For telling a caller who did not find a session
         where it is; the interface decides whether the caller may know."""
         try:
-            return [self.store.get_session(ref).project]
+            return [self.core.store.get_session(ref).project]
         except SessionNotFound:
             pass
         holders = self.list_sessions(key=ref, limit=MAX_PAGE).items
@@ -186,52 +191,54 @@ class Sessions(Core):
     ) -> Session:
         """Change title, phase, metadata (replaced as a whole) and/or the expiry: `ttl` from
         now, or None for never. An expired session cannot be revived (`SessionExpired`)."""
-        session = self.get_session(ref, project=project)
+        session = self.core.get_session(ref, project=project)
         expires_at: datetime | Any | None = UNSET
         if ttl is not UNSET:
             refuse_expired(session)
             if ttl is not None and ttl <= timedelta(0):
                 raise InvalidInput("ttl", "must be positive (or None: never expires)")
-            expires_at = None if ttl is None else self._clock() + ttl
+            expires_at = None if ttl is None else self.core.now() + ttl
         patch = SessionPatch(
             title=UNSET if title is UNSET else check_text("title", title),
             phase=UNSET if phase is UNSET else check_phase(phase),
             metadata=UNSET if metadata is UNSET else self._metadata(metadata),
             expires_at=expires_at,
         )
-        return self._present(self.store.update_session(session.id, patch, now=self._clock()))
+        return self.core.present(
+            self.core.store.update_session(session.id, patch, now=self.core.now())
+        )
 
     def reset_session(
         self, ref: SessionRef, *, keep_system_message: bool = False, project: str | None = None
     ) -> Session:
         """Clear the messages, keeping the session (and, if asked, its first system message)."""
-        session = self.get_session(ref, project=project)
-        return self._present(
-            self.store.reset_session(
-                session.id, keep_system_message=keep_system_message, now=self._clock()
+        session = self.core.get_session(ref, project=project)
+        return self.core.present(
+            self.core.store.reset_session(
+                session.id, keep_system_message=keep_system_message, now=self.core.now()
             )
         )
 
     def archive_session(self, ref: SessionRef, *, project: str | None = None) -> Session:
         """Mark the session archived: readable, no longer live (its key becomes free).
         An expired session stays expired (`SessionExpired`)."""
-        session = self.get_session(ref, project=project)
+        session = self.core.get_session(ref, project=project)
         refuse_expired(session)
-        return self.store.set_status(session.id, SessionStatus.ARCHIVED, now=self._clock())
+        return self.core.store.set_status(session.id, SessionStatus.ARCHIVED, now=self.core.now())
 
     def delete_session(self, ref: SessionRef, *, project: str | None = None) -> None:
         """Delete the session and its messages."""
-        self.store.delete_session(self.get_session(ref, project=project).id)
+        self.core.store.delete_session(self.core.get_session(ref, project=project).id)
 
     def session_stats(self, ref: SessionRef, *, project: str | None = None) -> SessionStats:
         """Message counts (by role, user-facing vs internal), token totals, time span, and
         the execution time agents reported (`agents.responded`)."""
-        session_id = self.get_session(ref, project=project).id
-        stats = require(self.store, AdminStore, "session statistics").session_stats(session_id)
-        return dataclasses.replace(stats, execution_ms=self.agents.execution_ms(session_id))
+        session_id = self.core.get_session(ref, project=project).id
+        stats = require(self.core.store, AdminStore, "session statistics").session_stats(session_id)
+        return dataclasses.replace(stats, execution_ms=self._agents.execution_ms(session_id))
 
     def project_stats(self, project: str | None = None) -> list[ProjectStats]:
         """Sessions by status, messages and tokens per project (one, or all by name)."""
-        return require(self.store, AdminStore, "project statistics").project_stats(
+        return require(self.core.store, AdminStore, "project statistics").project_stats(
             check_name("project", project)
         )

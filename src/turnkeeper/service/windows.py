@@ -1,111 +1,82 @@
 """Context windows: the token budget of a build and the message list the model sees next.
 
-A mixin of the `Turnkeeper` facade (`tk.context` is flat). Reads go through a lazy
-`StoreHistory`, so a build costs what the window costs; an agent's perspective asks
-`tk.agents` where the agent stands.
+A part of `Turnkeeper` (`tk.context` is flat). `context()` resolves the strategy (an object
+that declares its budget rule, its defaults and what it may remember: `context.strategies`)
+and hands the build over; it knows no strategy by name. Reads go through a lazy
+`StoreHistory`, so a build costs what the window costs, and the store's cache remembers the
+pages; the one memo above it is the last window per session (`cache.windows`). An agent's perspective asks `tk.agents` where the agent stands.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable
+from dataclasses import dataclass
 
-from turnkeeper import metrics, telemetry
+from turnkeeper import telemetry
+from turnkeeper.cache.windows import WindowCache
 from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
-from turnkeeper.context.tails import Tails
+from turnkeeper.context.strategies import Strategies, Strategy
 from turnkeeper.errors import InvalidInput
-from turnkeeper.recent import RecentlyUsed
-from turnkeeper.service.core import SessionRef, agent_name, refuse_expired
+from turnkeeper.service.core import AgentPositions, Core, SessionRef, agent_name, refuse_expired
 from turnkeeper.service.messages import Messages
 from turnkeeper.storage.base import check_retry
-from turnkeeper.tokens import context_window_for_model, counter_for, encoding_for_model
-from turnkeeper.types import (
-    ContextWindow,
-    Message,
-    MessageDraft,
-    NewMessage,
-    StrategyName,
-)
-from turnkeeper.validation import (
-    check_non_negative,
-    check_positive,
-    check_strategy,
-    window_budget,
-)
-
-REMEMBERED_WINDOWS = 64
-"""Sessions whose newest window a service remembers (one window each)."""
-
-_MEMO_STRATEGIES = frozenset(
-    {StrategyName.SLIDING_WINDOW, StrategyName.TRUNCATE, StrategyName.RECENT, StrategyName.FULL}
-)
-"""Strategies whose window is a function of the stored messages and the build's arguments
-alone (`summarize` may call a model and save checkpoints; it is always built)."""
+from turnkeeper.tokens import counter_for, encoding_for_model
+from turnkeeper.types import ContextWindow, Message, MessageDraft, NewMessage, Session, StrategyName
+from turnkeeper.validation import check_non_negative, check_positive, window_budget
 
 
-class WindowMemo:
-    """The last window built per session, under a key holding the session's `version`.
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """One build's arguments, resolved: what every strategy (and a perspective) is built with."""
 
-    Every write to a session moves its version (the cache's rule, `cache/store.py`), and the
-    build reads the session row first, so a remembered window is handed out only while the
-    session is exactly as it was when the window was built, on any replica. Building the same
-    window again costs a few microseconds per message (a rendered entry and a unit each):
-    with the caches on, an unchanged session's window is built once. Thread-safe, bounded
-    to the `size` most recently used sessions."""
-
-    def __init__(self, size: int = REMEMBERED_WINDOWS) -> None:
-        self._entries: RecentlyUsed[str, tuple[Hashable, ContextWindow]] = RecentlyUsed(size)
-        self.tails = Tails(size)
-        """The tail each session's last build read, for the next build (`context.tails`)."""
-
-    def get(self, session_id: str, key: Hashable) -> ContextWindow | None:
-        found = self._entries.get(session_id)
-        return None if found is None or found[0] != key else found[1]
-
-    def put(self, session_id: str, key: Hashable, window: ContextWindow) -> None:
-        self._entries.put(session_id, (key, window))
+    session: Session
+    budget: int
+    keep_recent: int
+    include_internal: bool
+    encoding: str
+    pending: MessageDraft | None
+    stored_pending: Message | None
 
 
-class Windows(Messages):
+class Windows:
     """The context operations of `Turnkeeper` (they draft a pending turn as `append` would)."""
 
-    _windows: WindowMemo | None
-    """Remembered windows (None when the caches are off: `lru_size` 0)."""
+    def __init__(self, core: Core, messages: Messages, agents: AgentPositions) -> None:
+        self.core = core
+        self._messages = messages
+        self._agents = agents
+        self.strategies = Strategies()
+        """The strategies this service knows by name: the built-ins, and any registered."""
+        self._remembers = bool(core.settings.lru_size)
+        self._remembered = WindowCache()
 
     def budget_for(
         self,
-        strategy: StrategyName,
+        strategy: Strategy | StrategyName | str,
         *,
         budget_tokens: int | None,
         reserved_tokens: int | None,
         model: str,
     ) -> int:
-        """The token budget of a build: `budget_tokens - reserved_tokens`.
+        """The token budget of a build: the strategy's limit less its reserve.
 
-        Defaults: `truncate` uses its own `max_context_tokens` and `reserved_tokens`; every
-        other strategy uses `budget_tokens` from the settings, or else `budget_ratio` × the
-        model's context window, with nothing reserved. The default reserve belongs to the
-        default budget: a caller who gives `budget_tokens` without `reserved_tokens` gets a
-        window of at most `budget_tokens`, with nothing reserved.
+        Defaults (each strategy's `budget_rule`): `truncate` uses its own `max_context_tokens`
+        and `reserved_tokens`; every other strategy uses `budget_tokens` from the settings, or
+        else `budget_ratio` × the model's context window, with nothing reserved. The default
+        reserve belongs to the default budget: a caller who gives `budget_tokens` without
+        `reserved_tokens` gets a window of at most `budget_tokens`, with nothing reserved.
         """
         if budget_tokens is not None:
             check_positive("budget_tokens", budget_tokens)
         if reserved_tokens is not None:
             check_non_negative("reserved_tokens", reserved_tokens)
-        settings = self.settings
-        if strategy is StrategyName.TRUNCATE:
-            limit = budget_tokens or settings.max_context_tokens
-            default_reserve = settings.reserved_tokens if budget_tokens is None else 0
-            reserved = default_reserve if reserved_tokens is None else reserved_tokens
-        else:
-            window = context_window_for_model(model, settings.default_context_window)
-            limit = (
-                budget_tokens
-                or settings.budget_tokens
-                or math.floor(window * settings.budget_ratio)
-            )
-            reserved = reserved_tokens or 0
+        limit, reserved = self.strategies.resolve(strategy).budget_rule(
+            self.core.settings,
+            budget_tokens=budget_tokens,
+            reserved_tokens=reserved_tokens,
+            model=model,
+        )
         if limit - reserved <= 0:
             raise InvalidInput(
                 "reserved_tokens",
@@ -118,7 +89,7 @@ class Windows(Messages):
         self,
         ref: SessionRef,
         *,
-        strategy: StrategyName | str | None = None,
+        strategy: Strategy | StrategyName | str | None = None,
         budget_tokens: int | None = None,
         reserved_tokens: int | None = None,
         keep_recent: int | None = None,
@@ -134,10 +105,11 @@ class Windows(Messages):
         (less `reserved_tokens`; see `budget_for`). `max_tokens` is the budget's old name,
         still accepted (deprecated: to a model API it is the reply's limit).
 
-        `new_message` is the turn being answered, if it is not stored yet; if it is already
-        stored (same id) it still appears once. `include_internal` defaults to False for
-        `recent` (user-facing context) and True for the other strategies and for an
-        agent's perspective.
+        `strategy` is a name (a built-in, or one registered with `tk.strategies.register`) or
+        a `turnkeeper.Strategy` object. `new_message` is the turn being answered, if it is not
+        stored yet; if it is already stored (same id) it still appears once.
+        `include_internal` defaults to the strategy's (False for `recent`, True for the
+        others) and to True for an agent's perspective.
 
         With `agent`, the window is that agent's perspective (`context.perspective`):
         the full history before the trigger (`new_message`, else the stored message with seq
@@ -148,102 +120,129 @@ class Windows(Messages):
         Raises `SessionExpired` for an expired session and `ContextBudgetExceeded` when the
         triggering message alone cannot fit.
         """
-        session = self.get_session(ref, project=project)
+        session = self.core.get_session(ref, project=project)
         refuse_expired(session)
-        chosen = check_strategy(strategy or self.settings.strategy)
-        model_name = model or self.settings.model
-        budget = self.budget_for(
-            chosen,
-            budget_tokens=window_budget(budget_tokens, max_tokens, warn_as="context"),
-            reserved_tokens=reserved_tokens,
-            model=model_name,
+        chosen = self.strategies.resolve(strategy or self.core.settings.strategy)
+        budget = window_budget(budget_tokens, max_tokens, warn_as="context")
+        model_name = model or self.core.settings.model
+        request = self._request(
+            session,
+            budget=self.budget_for(
+                chosen, budget_tokens=budget, reserved_tokens=reserved_tokens, model=model_name
+            ),
+            keep_recent=keep_recent,
+            include_internal=(
+                include_internal
+                if include_internal is not None
+                else chosen.include_internal or agent is not None
+            ),
+            encoding=encoding_for_model(model_name, default=self.core.encoding),
+            new_message=new_message,
         )
+        if agent is not None:
+            return self._perspective(request, agent_name("agent", agent), trigger)
+        return self._build(request, chosen)
+
+    def _request(
+        self,
+        session: Session,
+        *,
+        budget: int,
+        keep_recent: int | None,
+        include_internal: bool,
+        encoding: str,
+        new_message: NewMessage | None,
+    ) -> _Request:
+        """The build's arguments checked and resolved; the pending turn drafted, and left out
+        when it is stored already as an internal message this view does not show."""
         recent = check_positive(
             "keep_recent",
-            self.settings.keep_recent_messages if keep_recent is None else keep_recent,
+            self.core.settings.keep_recent_messages if keep_recent is None else keep_recent,
         )
-        if include_internal is None:  # an agent's perspective sees everything by default
-            include_internal = chosen is not StrategyName.RECENT or agent is not None
-        encoding = encoding_for_model(model_name, default=self.encoding)
-        max_messages = (
-            self.settings.max_history_messages if chosen is StrategyName.TRUNCATE else None
-        )
-        memo_key: Hashable = None
-        memo = self._windows if new_message is None and agent is None else None
-        if memo is not None and chosen in _MEMO_STRATEGIES:
-            memo_key = (
-                session.version, chosen, budget, include_internal, recent, max_messages, encoding
-            )  # fmt: skip
-            remembered = memo.get(session.id, memo_key)
-            if remembered is not None:
-                metrics.CACHE_HITS.labels("window").inc()
-                record_build(remembered)
-                return remembered
-        page_size = StoreHistory.page_size_for(
-            budget, session.stored_tokens / max(1, session.message_count)
-        )
-        tails = self._windows.tails if self._windows is not None and agent is None else None
-        reader = (
-            None
-            if tails is None
-            else tails.reader(
-                self.store, session, include_internal=include_internal, page_size=page_size,
-                encoding=encoding,
-            )
-        )  # fmt: skip
-        history = reader or StoreHistory(
-            self.store,
-            session.id,
-            messages_in_store=session.message_count,
-            version=session.version,  # the caches need not read the session row again
-            include_internal=include_internal,
-            page_size=page_size,
-        )
-        # Checkpoints cover every stored message, so only a build that sees them all
-        # may use (and extend) them; only summaries use them.
-        checkpointed = include_internal and (agent is not None or chosen is StrategyName.SUMMARIZE)
-        builder = ContextBuilder(
-            counter_for(encoding),
-            stored_encoding=self.encoding,
-            summarizer=self._checkpointed(session.id) if checkpointed else self._summarizer,
-            rendered=None if reader is None else reader.rendered,
-        )
-        pending = self.draft(new_message) if new_message is not None else None
+        pending = self._messages.draft(new_message) if new_message is not None else None
         stored_pending = self._stored(session.id, pending)
         if stored_pending is not None and stored_pending.internal and not include_internal:
             pending = None  # stored, and not part of this view: no turn of its own either
-        if agent is not None:
-            name = agent_name("agent", agent)
-            if trigger is not None:
-                check_positive("trigger", trigger)
-            return builder.build_perspective(
-                session.id,
-                history,
-                agent=name,
-                last_processed_seq=self.agents.position(session.id, name),
-                budget=budget,
-                trigger_seq=trigger,
-                pending=pending,
-            )
-        window = builder.build(
-            session.id,
-            history,
-            strategy=chosen,
-            budget=budget,
-            keep_recent=recent,
-            max_messages=max_messages,
-            pending=None if stored_pending is not None else pending,
+        return _Request(
+            session, budget, recent, include_internal, encoding, pending, stored_pending
         )
-        if memo is not None and memo_key is not None:
-            memo.put(session.id, memo_key, window)
-        if tails is not None and reader is not None:  # the next build reads what this one read
-            tails.remember(reader)
+
+    def _build(self, request: _Request, strategy: Strategy) -> ContextWindow:
+        """The window `strategy` selects, or the one remembered for the same build of the
+        session as it stands (`cache.windows`). Checkpoints cover every stored message, so
+        only a build that sees them all may use (and extend) them, and only if the strategy
+        may."""
+        session_id = request.session.id
+        key = self._cache_key(request, strategy)
+        remembered = None if key is None else self._remembered.get(session_id, key)
+        if remembered is not None:
+            record_build(remembered)  # logged and counted as a build, as it was one
+            return remembered
+        checkpointed = strategy.uses_checkpoints and request.include_internal
+        window = self._builder(request, checkpointed=checkpointed).build(
+            session_id,
+            self._history(request),
+            strategy=strategy,
+            budget=request.budget,
+            keep_recent=request.keep_recent,
+            max_messages=self.core.settings.max_history_messages,
+            pending=None if request.stored_pending is not None else request.pending,
+        )
+        if key is not None:
+            self._remembered.put(session_id, key, window)
         return window
 
-    def _appended(self, session_id: str, stored: list[Message]) -> None:
-        """The next build may read these from memory, with the tail it remembers."""
-        if self._windows is not None:
-            self._windows.tails.appended(session_id, stored)
+    def _cache_key(self, request: _Request, strategy: Strategy) -> Hashable | None:
+        """What a remembered window must have been built from, the session's version first;
+        None for a build whose window is not remembered (caches off, a pending turn, or a
+        strategy that may call a model and write checkpoints)."""
+        pending = request.pending is not None or request.stored_pending is not None
+        if not self._remembers or pending or strategy.uses_checkpoints:
+            return None
+        return (
+            request.session.version, strategy, request.budget, request.include_internal,
+            request.keep_recent, self.core.settings.max_history_messages, request.encoding,
+        )  # fmt: skip
+
+    def _perspective(self, request: _Request, agent: str, trigger: int | None) -> ContextWindow:
+        """`agent`'s view of the session (see `context`), summarized with checkpoints when the
+        view sees every message."""
+        if trigger is not None:
+            check_positive("trigger", trigger)
+        session_id = request.session.id
+        builder = self._builder(request, checkpointed=request.include_internal)
+        return builder.build_perspective(
+            session_id,
+            self._history(request),
+            agent=agent,
+            last_processed_seq=self._agents.position(session_id, agent),
+            budget=request.budget,
+            trigger_seq=trigger,
+            pending=request.pending,
+        )
+
+    def _builder(self, request: _Request, *, checkpointed: bool) -> ContextBuilder:
+        core = self.core
+        return ContextBuilder(
+            counter_for(request.encoding),
+            stored_encoding=core.encoding,
+            summarizer=core.checkpointed(request.session.id) if checkpointed else core.summarizer,
+        )
+
+    def _history(self, request: _Request) -> StoreHistory:
+        """The session's history, read lazily a page at a time: the first page sized to what
+        the budget holds at the session's average message size."""
+        session = request.session
+        return StoreHistory(
+            self.core.store,
+            session.id,
+            messages_in_store=session.message_count,
+            version=session.version,  # the caches need not read the session row again
+            include_internal=request.include_internal,
+            page_size=StoreHistory.page_size_for(
+                request.budget, session.stored_tokens / max(1, session.message_count)
+            ),
+        )
 
     def _stored(self, session_id: str, pending: MessageDraft | None) -> Message | None:
         """The stored message when the pending turn is stored already (same id, anywhere in the
@@ -251,7 +250,7 @@ class Windows(Messages):
         id with other content is a `Conflict`, as appending it would be."""
         if pending is None:
             return None
-        stored = self.store.find_messages(session_id, [pending.id]).get(pending.id)
+        stored = self.core.store.find_messages(session_id, [pending.id]).get(pending.id)
         if stored is None:
             return None
         check_retry(stored, pending)

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 
 from turnkeeper.server.deps import TK, AttemptDep, Scope, SessionRef, Turns
-from turnkeeper.server.problems import PROBLEM_RESPONSES, problem_for_error
+from turnkeeper.server.problems import PROBLEM_RESPONSES, UPSTREAM_PROBLEMS, problem_for_error
 from turnkeeper.server.schemas import (
     ChatRequest,
     ChatResponse,
@@ -34,11 +34,6 @@ from turnkeeper.types import Message
 from turnkeeper.validation import MAX_WHOLE
 
 router = APIRouter(tags=["chat"], responses=PROBLEM_RESPONSES)
-
-UPSTREAM_PROBLEMS: dict[int | str, dict[str, Any]] = {
-    status: PROBLEM_RESPONSES[422] | {"description": description}
-    for status, description in ((502, "The upstream model failed"), (504, "The upstream timed out"))
-}
 
 
 def _answer(

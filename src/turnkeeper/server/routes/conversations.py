@@ -1,63 +1,116 @@
-"""The bead conversation routes, as the Go agents' service gives them, mapped onto sessions
-(bead = subject).
-
-`GET /api/v1/conversations/{id}` and `GET /api/v1/beads/{bead_id}/conversation` return the
-bead conversation service's `GetConversationResponse` fields; `DELETE` returns
-`{success, message}`; `POST …/reset` takes `{"keep_system_message": bool}` and returns the
-conversation after the reset.
-"""
+"""OpenAI's Conversations API (`/v1/conversations…`), as the official `openai` client and the
+openai-agents SDK's `OpenAIConversationsSession` call it. A conversation is a session of the
+caller's project and its items are the session's messages (`turnkeeper.conversations` says
+how they translate); errors are in OpenAI's shape, a bad value a 400 naming it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
-from turnkeeper.errors import SessionNotFound
-from turnkeeper.server.deps import TK, Scope, SessionPath
-from turnkeeper.server.problems import PROBLEM_RESPONSES
-from turnkeeper.server.schemas import BeadConversation, BeadConversationDeleted, ResetRequest
-from turnkeeper.service import Turnkeeper
-from turnkeeper.types import Session, SessionStatus
+from turnkeeper.conversations import Conversations, conversation_object
+from turnkeeper.server.deps import TK, Scope
+from turnkeeper.server.openai_schemas import (
+    ConversationCreate,
+    ConversationDeleted,
+    ConversationObject,
+    ConversationUpdate,
+    Item,
+    ItemList,
+    ItemsCreate,
+)
+from turnkeeper.server.problems import OPENAI_ERRORS
 
-router = APIRouter(prefix="/api/v1", tags=["bead conversations"], responses=PROBLEM_RESPONSES)
+router = APIRouter(prefix="/v1/conversations", tags=["conversations"], responses=OPENAI_ERRORS)
+
+ConversationId = Annotated[
+    str, Path(min_length=1, max_length=255, description="The conversation's (session's) id.")
+]
+ItemId = Annotated[str, Path(min_length=1, max_length=255, description="The item's id.")]
+Include = Annotated[
+    list[str] | None,
+    Query(description="Accepted for OpenAI's clients; every item is returned whole anyway."),
+]
 
 
-def _conversation(tk: Turnkeeper, session: Session) -> BeadConversation:
-    return BeadConversation.from_domain(session, tk.history(session))
+@router.post("")
+def create_conversation(body: ConversationCreate, tk: TK, scope: Scope) -> ConversationObject:
+    """A new conversation (a session) with its metadata and first items."""
+    session = Conversations(tk).create(
+        metadata=body.metadata, items=body.items or [], project=scope
+    )
+    return ConversationObject(**conversation_object(session))
 
 
-@router.get("/conversations/{id}")
-def get_conversation(id: SessionPath, tk: TK, scope: Scope) -> BeadConversation:
-    """The full conversation history of a session (by id, or key)."""
-    return _conversation(tk, tk.get_session(id, project=scope))
+@router.get("/{conversation_id}")
+def retrieve_conversation(
+    conversation_id: ConversationId, tk: TK, scope: Scope
+) -> ConversationObject:
+    """The conversation; 404 naming it when the caller's project has no such one."""
+    return ConversationObject(
+        **conversation_object(Conversations(tk).get(conversation_id, project=scope))
+    )
 
 
-@router.get("/beads/{bead_id}/conversation")
-def get_bead_conversation(
-    bead_id: Annotated[str, Path(min_length=1, max_length=255, description="The bead (subject).")],
+@router.post("/{conversation_id}")
+def update_conversation(
+    conversation_id: ConversationId, body: ConversationUpdate, tk: TK, scope: Scope
+) -> ConversationObject:
+    """Replace the conversation's metadata."""
+    session = Conversations(tk).update(conversation_id, metadata=body.metadata, project=scope)
+    return ConversationObject(**conversation_object(session))
+
+
+@router.delete("/{conversation_id}")
+def delete_conversation(
+    conversation_id: ConversationId, tk: TK, scope: Scope
+) -> ConversationDeleted:
+    """Delete the conversation and all its items."""
+    return ConversationDeleted(id=Conversations(tk).delete(conversation_id, project=scope))
+
+
+@router.post("/{conversation_id}/items")
+def create_items(
+    conversation_id: ConversationId,
+    body: ItemsCreate,
     tk: TK,
     scope: Scope,
-) -> BeadConversation:
-    """The conversation of a bead: its live session, else the most recently updated one."""
-    for status in (SessionStatus.ACTIVE, None):
-        page = tk.list_sessions(project=scope, subject=bead_id, status=status, limit=1)
-        if page.items:
-            return _conversation(tk, page.items[0])
-    raise SessionNotFound(f"bead {bead_id}", scope)
+    include: Include = None,
+) -> ItemList:
+    """Append up to 20 items at once (a bad one: 400 naming it, nothing stored)."""
+    return ItemList.of(Conversations(tk).add_items(conversation_id, body.items, project=scope))
 
 
-@router.delete("/conversations/{id}")
-def delete_conversation(id: SessionPath, tk: TK, scope: Scope) -> BeadConversationDeleted:
-    """Delete the session and its messages."""
-    tk.delete_session(id, project=scope)
-    return BeadConversationDeleted(success=True, message=f"conversation {id} deleted")
+@router.get("/{conversation_id}/items")
+def list_items(
+    conversation_id: ConversationId,
+    tk: TK,
+    scope: Scope,
+    after: Annotated[str | None, Query(max_length=300, description="List after this item.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100, description="Items per page.")] = 20,
+    order: Annotated[Literal["asc", "desc"], Query(description="desc: newest first.")] = "desc",
+    include: Include = None,
+) -> ItemList:
+    """A page of the conversation's items."""
+    page = Conversations(tk).list_items(
+        conversation_id, after=after, limit=limit, order=order, project=scope
+    )
+    return ItemList.of(page.items, has_more=page.has_more)
 
 
-@router.post("/conversations/{id}/reset")
-def reset_conversation(
-    id: SessionPath, body: ResetRequest, tk: TK, scope: Scope
-) -> BeadConversation:
-    """Clear the history but keep the session (and, if asked, the first system message)."""
-    session = tk.reset_session(id, keep_system_message=body.keep_system_message, project=scope)
-    return _conversation(tk, session)
+@router.get("/{conversation_id}/items/{item_id}")
+def retrieve_item(
+    conversation_id: ConversationId, item_id: ItemId, tk: TK, scope: Scope, include: Include = None
+) -> Item:
+    """One item; 404 naming it when the conversation has no such item."""
+    return Conversations(tk).get_item(conversation_id, item_id, project=scope)
+
+
+@router.delete("/{conversation_id}/items/{item_id}")
+def delete_item(
+    conversation_id: ConversationId, item_id: ItemId, tk: TK, scope: Scope
+) -> ConversationObject:
+    """Delete the newest item (its message); returns the conversation."""
+    session = Conversations(tk).delete_item(conversation_id, item_id, project=scope)
+    return ConversationObject(**conversation_object(session))

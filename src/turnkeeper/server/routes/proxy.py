@@ -20,38 +20,12 @@ from fastapi.responses import JSONResponse
 
 from turnkeeper.callers import resolve_session
 from turnkeeper.server.deps import AttemptDep, Scope, Turns
-from turnkeeper.server.problems import PROBLEM_RESPONSES, openai_error, problem_for_error
-from turnkeeper.server.routes.chat import UPSTREAM_PROBLEMS
+from turnkeeper.server.problems import OPENAI_ERRORS, openai_error, problem_for_error
 from turnkeeper.server.schemas import ProxyRequest
 from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, Chunks, event_stream, relay, sse
 from turnkeeper.turns import TurnOptions, new_turns_from_openai
 
 router = APIRouter(tags=["openai-compatible"])
-
-OPENAI_ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["message", "type", "param", "code"],
-            "properties": {
-                "message": {"type": "string"},
-                "type": {"type": "string"},
-                "param": {"type": ["string", "null"]},
-                "code": {"type": ["string", "null"]},
-            },
-        }
-    },
-}
-OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {
-        "description": description["description"],
-        "content": {"application/json": {"schema": OPENAI_ERROR_SCHEMA}},
-    }
-    for status, description in (PROBLEM_RESPONSES | UPSTREAM_PROBLEMS).items()
-}
-"""The errors of this route, in OpenAI's shape (what an OpenAI SDK reads)."""
 
 
 def _relay(chunks: Chunks) -> Iterator[str]:

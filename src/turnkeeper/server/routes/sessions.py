@@ -46,7 +46,9 @@ def create_session(
 def list_sessions(
     tk: TK,
     scope: Scope,
-    subject: Annotated[str | None, Query(max_length=255, description="Bead / subject.")] = None,
+    subject: Annotated[
+        str | None, Query(max_length=255, description="Only sessions about this subject.")
+    ] = None,
     kind: Annotated[str | None, Query(max_length=100)] = None,
     status: SessionStatus | None = None,
     key: Annotated[str | None, Query(max_length=255)] = None,

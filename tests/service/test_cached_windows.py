@@ -1,8 +1,8 @@
-"""Remembered tails (`context.tails`) never change a window.
+"""The store's cache never changes a window.
 
-Two services share one database: `cached` as `turnkeeper.open` makes it (caches on, so it
-remembers windows and session tails) and `plain` with the caches off (`lru_size=0`), which reads
-everything from the store. Hypothesis drives random appends (batches, retries, internal notes,
+Two services share one database: `cached` as `turnkeeper.open` makes it (the version-keyed
+store cache on, so it remembers the pages builds read) and `plain` with the caches off
+(`lru_size=0`), which reads everything from the store. Hypothesis drives random appends (batches, retries, internal notes,
 tool calls), edits, pops, resets, branches and context builds under every strategy; most writes
 go through `cached`, some through `plain` (another replica writing behind its back). After
 every build, both services must hand out the very same window, report included.
@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 
 import turnkeeper
 from tests.conftest import postgres_schema
+from turnkeeper.cache.store import CachedStore
 from turnkeeper.errors import ContextBudgetExceeded
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import NewMessage, StrategyName
@@ -33,7 +34,7 @@ texts = st.one_of(
 writers = st.sampled_from(["cached", "cached", "cached", "plain"])
 
 
-class RememberedTails(RuleBasedStateMachine):
+class CachedWindows(RuleBasedStateMachine):
     """The operations, applied once to the shared database; every build made by both."""
 
     cached: Turnkeeper
@@ -46,7 +47,7 @@ class RememberedTails(RuleBasedStateMachine):
 
     @initialize()
     def start(self) -> None:
-        session = self.cached.create_session(project="tails")
+        session = self.cached.create_session(project="windows")
         self.sessions.append(session.id)
 
     def _writer(self, name: str) -> Turnkeeper:
@@ -173,13 +174,13 @@ def _window(tk: Turnkeeper, session: str, args: dict[str, Any]) -> Any:
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tails.db'}"
+        yield f"sqlite:///{tmp_path / 'windows.db'}"
     else:
         with postgres_schema(request.getfixturevalue("postgres_server")) as url:
             yield url
 
 
-def test_windows_with_remembered_tails_are_the_windows_read_from_the_store(
+def test_windows_built_through_the_cache_are_the_windows_read_from_the_store(
     database_url: str,
 ) -> None:
     with ExitStack() as stack:
@@ -187,9 +188,9 @@ def test_windows_with_remembered_tails_are_the_windows_read_from_the_store(
         plain = stack.enter_context(
             turnkeeper.open(database_url, session_expiration=None, lru_size=0)
         )
-        assert cached._windows is not None and plain._windows is None
+        assert isinstance(cached.store, CachedStore) and not isinstance(plain.store, CachedStore)
 
-        class Run(RememberedTails):
+        class Run(CachedWindows):
             pass
 
         Run.cached = cached

@@ -587,7 +587,9 @@ def test_serve_without_the_otel_extra_logs_what_to_install_and_serves(
     )  # fmt: skip
     try:
         assert process.stderr is not None
-        lines = [process.stderr.readline() for _ in range(3)]  # banner, then the warning
+        lines = []  # the banner's lines, then the warning
+        while len(lines) < 10 and "telemetry_unavailable" not in "".join(lines):
+            lines.append(process.stderr.readline())
         match = re.search(r"serving on (http://\S+)", lines[0])
         assert match, lines
         for _ in range(200):

@@ -108,7 +108,8 @@ def test_pages_through_sessions_with_a_cursor(as_admin: Page, ui: Service) -> No
         ui.tk.create_session(key=f"s-{index:02}", project="alpha")
     as_admin.goto("/")
     first = rows(as_admin)
-    as_admin.get_by_role("link", name="Next page →").click()
+    with as_admin.expect_navigation():
+        as_admin.get_by_role("link", name="Next page →").click()
     second = rows(as_admin)
     assert len(first) == 25 and len(second) == 5
     assert set(first).isdisjoint(second)

@@ -52,6 +52,15 @@ class Question:
     """What is asked about: name, date, number or identifier."""
     paraphrased: bool = False
     """Whether the question avoids the words of its evidence."""
+    previous: str | None = None
+    """For a fact that was updated: the value it replaced (in the first evidence turn)."""
+
+    @property
+    def category(self) -> str:
+        """How it is asked: about an updated fact, in other words, or in the same words."""
+        if self.previous is not None:
+            return "updated fact"
+        return "other words" if self.paraphrased else "same words"
 
 
 @dataclass(frozen=True, slots=True)

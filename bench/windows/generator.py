@@ -339,6 +339,7 @@ def _question(writer: _Writer, shape: Shape, planted: _Planted | None = None) ->
             evidence=tuple(planted.seqs),
             kind=planted.fact.kind,
             paraphrased=rephrased,
+            previous=planted.old,
         )
     )
     writer.assistant(rng.choice(ANSWERS), {"v": planted.value})

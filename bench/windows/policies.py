@@ -51,17 +51,19 @@ class Policy(Protocol):
 
 
 class Counted:
-    """Token counts of one conversation's turns (by seq) and notes, each counted once."""
+    """Token counts of one conversation's turns and notes, each counted once (a turn by its
+    seq and shape: a policy may hold part of one, its text without its tool call)."""
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
-        self._turns: dict[int, int] = {}
+        self._turns: dict[tuple[int, int, int], int] = {}
         self._notes: dict[str, int] = {}
 
     def turn(self, turn: Turn) -> int:
-        found = self._turns.get(turn.seq)
+        key = (turn.seq, len(turn.content), len(turn.tool_calls or ()))
+        found = self._turns.get(key)
         if found is None:
-            found = self._turns[turn.seq] = tokens_of(self.counter, turn)
+            found = self._turns[key] = tokens_of(self.counter, turn)
         return found
 
     def note(self, text: str) -> int:

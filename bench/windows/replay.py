@@ -41,6 +41,8 @@ class Scores:
     window_tokens: int = 0
     broken_pairs: int = 0
     """Windows holding a tool result without the call it answers (a provider refuses them)."""
+    by_category: dict[str, list[int]] = field(default_factory=dict)
+    """Per question category (`Question.category`): [evidence turns, of them in the window]."""
 
     def merge(self, other: Scores) -> None:
         self.questions += other.questions
@@ -52,10 +54,18 @@ class Scores:
         self.windows += other.windows
         self.window_tokens += other.window_tokens
         self.broken_pairs += other.broken_pairs
+        for category, (evidence, held) in other.by_category.items():
+            mine = self.by_category.setdefault(category, [0, 0])
+            mine[0] += evidence
+            mine[1] += held
 
     @property
     def recall(self) -> float:
         return self.evidence_held / self.evidence if self.evidence else float("nan")
+
+    def recall_of(self, category: str) -> float:
+        evidence, held = self.by_category.get(category, (0, 0))
+        return held / evidence if evidence else float("nan")
 
     @property
     def answered(self) -> float:
@@ -106,8 +116,12 @@ def replay(conversation: Conversation, policy: Policy, budget: int, rendering: R
         if question is not None:
             held = {message.seq for message in window.messages if message.kind == "message"}
             scores.questions += 1
+            found = sum(seq in held for seq in question.evidence)
             scores.evidence += len(question.evidence)
-            scores.evidence_held += sum(seq in held for seq in question.evidence)
+            scores.evidence_held += found
+            category = scores.by_category.setdefault(question.category, [0, 0])
+            category[0] += len(question.evidence)
+            category[1] += found
             text = window_text(window, skip_seq=turn.seq)
             scores.answers_held += question.answer.lower() in text
     return scores

@@ -9,7 +9,6 @@ compared with a question's evidence directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,18 +79,3 @@ class Conversation:
     @property
     def sittings(self) -> int:
         return len({turn.sitting for turn in self.turns})
-
-
-def units(turns: Sequence[Turn]) -> Iterator[list[Turn]]:
-    """`turns` in the units a window keeps whole: an assistant turn with tool calls together
-    with the tool results that answer it, every other turn alone."""
-    index = 0
-    while index < len(turns):
-        unit = [turns[index]]
-        index += 1
-        if unit[0].tool_calls:
-            ids = {str(call["id"]) for call in unit[0].tool_calls}
-            while index < len(turns) and turns[index].tool_call_id in ids:
-                unit.append(turns[index])
-                index += 1
-        yield unit

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -54,6 +56,7 @@ from windows.replay import Scores, replay  # noqa: E402
 
 BUDGETS = (2000, 4000, 8000)
 PICTURE = ROOT / "docs" / "images" / "windows-recall-bill.svg"
+RESULTS = HERE / "results"
 ENCODING = "o200k_base"
 UNBUDGETED = ("full",)
 """Strategies that never leave a turn out: replayed once with no budget, the recall ceiling."""
@@ -200,12 +203,15 @@ def main() -> None:
         )
         results = run(plan, conversations, args.jobs)
     elapsed = time.perf_counter() - started
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children.ru_utime + children.ru_stime + time.process_time()
     command = "python bench/bench_windows.py" + "".join(f" {a}" for a in sys.argv[1:])
     lines = [
         f"Windows on {describe(conversations)}; replayed through the public API on a SQLite "
         f"file, a request at every user turn and tool result "
         f"({next(iter(next(iter(results.values())).values())).windows:,} a policy and budget). "
-        f"{datetime.now(UTC):%Y-%m-%d}, {elapsed / 60:.1f} min on a shared 2-core machine "
+        f"{datetime.now(UTC):%Y-%m-%d}: {elapsed / 60:.1f} min ({cpu / 60:.1f} min of CPU) on "
+        f"a shared 2-core machine, load average {os.getloadavg()[0]:.1f} at the end "
         f"(`{command}`).",
         "",
         *report.table(results, BUDGETS),
@@ -218,6 +224,7 @@ def main() -> None:
         "",
     ]
     publish(name, "\n".join(line for line in lines if line is not None))
+    report.save(results, RESULTS / f"{name}.json")
     if name == "windows":
         report.picture(
             results,

@@ -204,6 +204,11 @@ class _Units:
     def note_tokens(self, note: str) -> int:
         return self.counted.note(note)
 
+    def window(
+        self, entries: Sequence[Turn | str], *, label: str, budget: int
+    ) -> turnkeeper.ContextWindow:
+        return window_of(entries, self.counted, label=label, budget=budget, stored=self.messages)
+
 
 @dataclass
 class HeldCut:
@@ -252,13 +257,7 @@ class _HeldCutReplay:
         if self.left_out:
             entries.append(self._note())
         entries.extend(turn for unit in units[self.cut :] for turn in unit)
-        return window_of(
-            entries,
-            self.turns.counted,
-            label=self.policy.label,
-            budget=self.budget,
-            stored=self.turns.messages,
-        )
+        return self.turns.window(entries, label=self.policy.label, budget=self.budget)
 
 
 _WORD = re.compile(r"\w+")
@@ -369,10 +368,4 @@ class _RelevanceReplay:
             entries.append(self.policy.note)
         chosen = sorted(recalled) + list(range(first, len(units)))
         entries.extend(turn for number in chosen for turn in units[number])
-        return window_of(
-            entries,
-            self.turns.counted,
-            label=self.policy.label,
-            budget=self.budget,
-            stored=self.turns.messages,
-        )
+        return self.turns.window(entries, label=self.policy.label, budget=self.budget)

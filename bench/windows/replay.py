@@ -9,7 +9,9 @@ string is anywhere in the window's text (`answer present`: notes and summaries c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 import turnkeeper
 from windows.billing import (
@@ -62,6 +64,14 @@ class Scores:
     @property
     def recall(self) -> float:
         return self.evidence_held / self.evidence if self.evidence else float("nan")
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scores:
+        bills = {name: Bill(**data[name]) for name in ("openai", "anthropic")}
+        return cls(**{**data, **bills})
 
     def recall_of(self, category: str) -> float:
         evidence, held = self.by_category.get(category, (0, 0))

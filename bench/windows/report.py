@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,6 +11,19 @@ from windows.replay import Scores
 
 Results = dict[str, dict[int, Scores]]
 """Per policy label, per budget: the scores over a data set's conversations."""
+
+
+def save(results: Results, path: Path) -> None:
+    """The raw counts behind the tables, to compare a later run with (`load`)."""
+    data = {label: {str(b): s.as_json() for b, s in by.items()} for label, by in results.items()}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def load(path: Path) -> Results:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        label: {int(b): Scores.from_json(s) for b, s in by.items()} for label, by in data.items()
+    }
 
 
 def _k(budget: int) -> str:
@@ -80,28 +94,35 @@ def broken_pairs(results: Results, budgets: Sequence[int]) -> str | None:
 
 
 def picture(results: Results, budget: int, path: Path, *, title: str) -> None:
-    """Evidence recall against the bill at `budget`, one point per policy and rule (filled:
-    OpenAI, hollow: Anthropic, joined by a line), written as an SVG that is the same bytes for
-    the same results."""
+    """Evidence recall against the bill at `budget`, one colour per policy (circles: the
+    library's strategies, diamonds: the references, squares: the anchors), filled under the
+    OpenAI rule and hollow under the Anthropic rule, joined by a line; written as an SVG that
+    is the same bytes for the same results."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "turnkeeper-windows"
-    plt.rcParams["svg.fonttype"] = "none"
-    figure, axes = plt.subplots(figsize=(8.6, 5.4))
-    colours = plt.get_cmap("tab20").colors
+    figure, axes = plt.subplots(figsize=(9.6, 5.4))
+    colours = plt.get_cmap("tab10").colors
     for index, (label, by_budget) in enumerate(results.items()):
         scores = by_budget[budget]
         colour = colours[index % len(colours)]
+        shape = "D" if label.startswith("reference") else "o" if label.startswith("`") else "s"
         recall = 100 * scores.recall
         openai, anthropic = scores.openai.relative, scores.anthropic.relative
-        axes.plot([openai, anthropic], [recall, recall], color=colour, linewidth=0.8, alpha=0.6)
-        axes.scatter([openai], [recall], color=colour, s=46, zorder=3, label=label.replace("`", ""))
-        axes.scatter([anthropic], [recall], facecolors="none", edgecolors=[colour], s=46, zorder=3)
+        tokens = scores.window_tokens / max(scores.windows, 1)
+        name = f"{label.replace('`', '')}: {tokens:,.0f} tokens a request"
+        axes.plot([openai, anthropic], [recall, recall], color=colour, linewidth=0.8, alpha=0.5)
+        axes.scatter([openai], [recall], color=colour, marker=shape, s=48, zorder=3, label=name)
+        axes.scatter(
+            [anthropic], [recall], facecolors="none", edgecolors=[colour], marker=shape, s=48,
+            zorder=3,
+        )  # fmt: skip
     axes.set_xlabel(
-        f"input bill at {budget:,} tokens, relative to uncached (● OpenAI rule, ○ Anthropic rule)"
+        f"input bill at {budget:,} tokens, relative to uncached: filled, OpenAI rule; "
+        "hollow, Anthropic rule"
     )
     axes.set_ylabel(f"evidence turns in the window at {budget:,} tokens, %")
     axes.set_title(title, fontsize=11)

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ from windows.billing import (  # noqa: E402
     TooManyBreakpoints,
     with_breakpoints,
 )
-from windows.conversations import Conversation  # noqa: E402
+from windows.conversations import Conversation, Turn  # noqa: E402
 from windows.generator import Shape, generate  # noqa: E402
 from windows.policies import BM25, HeldCut, Strategy  # noqa: E402
 from windows.replay import replay  # noqa: E402
@@ -215,6 +216,12 @@ def _small() -> Conversation:
     return generate(0, SMALL)
 
 
+def _append(tk: turnkeeper.Turnkeeper, session: turnkeeper.Session, turns: Sequence[Turn]) -> None:
+    for turn in turns:
+        tk.append(session, turn.role, turn.content, tool_calls=turn.tool_calls,
+                  tool_call_id=turn.tool_call_id)  # fmt: skip
+
+
 def test_a_rendered_request_has_the_tokens_turnkeeper_counts_and_two_breakpoints(
     tmp_path: Path,
 ) -> None:
@@ -222,9 +229,7 @@ def test_a_rendered_request_has_the_tokens_turnkeeper_counts_and_two_breakpoints
     conversation = _small()
     with turnkeeper.open(f"sqlite:///{tmp_path / 'w.db'}") as tk:
         session, _ = tk.get_or_create_session("w")
-        for turn in conversation.turns[:120]:
-            tk.append(session, turn.role, turn.content, tool_calls=turn.tool_calls,
-                      tool_call_id=turn.tool_call_id)  # fmt: skip
+        _append(tk, session, conversation.turns[:120])
         window = tk.context(session, strategy="sliding_window", budget_tokens=2000)
     request = rendering.openai(window)
     assert sum(len(message) for message in request) == window.report.tokens_used
@@ -260,8 +265,7 @@ def test_the_full_history_is_billed_as_its_previous_request_repeated(tmp_path: P
     with turnkeeper.open(f"sqlite:///{tmp_path / 'w.db'}") as tk:
         session, _ = tk.get_or_create_session("counted")
         for turn in conversation.turns:
-            tk.append(session, turn.role, turn.content, tool_calls=turn.tool_calls,
-                      tool_call_id=turn.tool_call_id)  # fmt: skip
+            _append(tk, session, [turn])
             if not turn.asks_the_model:
                 continue
             used = tk.context(session, strategy="full", budget_tokens=10**7).report.tokens_used

@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -72,15 +72,17 @@ class Plan:
     only: tuple[str, ...] = ()
     anchors: bool = True
     directory: str = ""
-    extra: tuple[str, ...] = field(default=())
+    extra: tuple[str, ...] = ()
 
 
 def strategy_of(spec: str) -> str | turnkeeper.Strategy:
     """A strategy name, or the `turnkeeper.Strategy` a `module:attribute` names (a class is
-    instantiated with no arguments)."""
+    instantiated with no arguments), importable from the working directory or bench/."""
     if ":" not in spec:
         return spec
     module, _, attribute = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     found = getattr(importlib.import_module(module), attribute)
     strategy = found() if isinstance(found, type) else found
     if not isinstance(strategy, turnkeeper.Strategy):
@@ -186,6 +188,11 @@ def main() -> None:
     counter = counter_for(ENCODING)
     with turnkeeper.open("memory://") as tk:
         registered = tuple(str(strategy.name) for strategy in tk.strategies)
+        for spec in args.strategy:  # a bad one fails here, not in a worker
+            try:
+                tk.strategies.resolve(strategy_of(spec))
+            except turnkeeper.InvalidInput as error:
+                raise SystemExit(f"--strategy {spec}: {error}") from None
     limits = {}
     if not args.no_anchors:
         from windows.anchors import items_limit

@@ -63,8 +63,8 @@ def test_the_same_variant_is_the_same_conversation_in_any_process() -> None:
     here = _digest(generate(5))
     assert here == _digest(generate(5))
     assert here != _digest(generate(6))
-    for hash_seed in ("1", "2"):  # set and dict order must not leak into the draw
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    for hashing in ("1", "2"):  # set and dict order must not leak into the draw
+        env = {**os.environ, "PYTHONHASHSEED": hashing}
         out = subprocess.run(
             [sys.executable, "-c", DIGEST, str(BENCH)],
             env=env, capture_output=True, text=True, check=True,

@@ -21,6 +21,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from .upstream import recorded
+
 
 @dataclass
 class AnthropicUpstream:
@@ -96,11 +98,7 @@ def make_anthropic_app(state: AnthropicUpstream) -> FastAPI:
 
     @app.post("/v1/messages")
     async def messages(request: Request) -> Response:
-        body = await request.json()
-        state.requests.append(body)
-        state.headers.append(dict(request.headers))
-        if state.gate is not None:
-            await asyncio.to_thread(state.gate.wait, 60)
+        body = await recorded(request, state.requests, state.headers, state.gate)
         if state.failures > 0:
             state.failures -= 1
             return _error(state.fail_status, "overloaded_error", "failing on purpose")

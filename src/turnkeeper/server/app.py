@@ -52,8 +52,9 @@ ROUTERS = (
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),
 token-budgeted context windows, a chat turn against any OpenAI-compatible model, and an
-OpenAI-compatible proxy that remembers. Every error is an RFC 9457 problem document
-(`application/problem+json`)."""
+OpenAI-compatible proxy and Anthropic's Messages API that remember. Every error is an RFC 9457
+problem document (`application/problem+json`), except on the OpenAI- and Anthropic-compatible
+routes, whose errors take the shape their SDKs read."""
 
 
 def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool = True) -> FastAPI:

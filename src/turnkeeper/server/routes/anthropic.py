@@ -14,11 +14,11 @@ SDKs send) or `Authorization: Bearer`; errors come back in Anthropic's shape
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
-from fastapi.responses import JSONResponse
 
 from turnkeeper.anthropic_turns import (
     ANTHROPIC_WIRE,
@@ -29,10 +29,11 @@ from turnkeeper.anthropic_turns import (
 from turnkeeper.callers import resolve_session
 from turnkeeper.config import ANTHROPIC_VARIABLES, Settings
 from turnkeeper.errors import Unsupported
+from turnkeeper.server.answers import answer, pass_through
 from turnkeeper.server.anthropic_schemas import MessagesRequest
 from turnkeeper.server.deps import AttemptDep, KeyScope
 from turnkeeper.server.problems import ANTHROPIC_ERRORS, anthropic_error, problem_for_error
-from turnkeeper.server.streaming import EVENT_SCHEMA, Chunks, event_stream, relay, sse
+from turnkeeper.server.streaming import EVENT_SCHEMA, Chunks, relay, sse
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import ChatTurns, TurnOptions
 
@@ -98,10 +99,9 @@ def create_message(
     """Anthropic's `POST /v1/messages`, with memory when a session is named. A retry (the
     Anthropic SDK's own, or a program's) stores each turn once: see `turnkeeper.turns`."""
     ref, forward = body.session_and_body(x_turnkeeper_session)
+    framing = functools.partial(_events, request_id=attempt.request_id)
     if ref is None:
-        if body.stream:
-            return event_stream(_events(turns.llm.stream(forward), attempt.request_id))
-        return JSONResponse(turns.llm.complete(forward))
+        return pass_through(turns, forward, stream=body.stream, framing=framing)
     turn = MessagesTurn.read(forward, turns.tk.settings)  # before anything is stored
     session, created = turns.session_for(
         resolve_session(turns.tk, ref, scope), project=scope, create=True
@@ -111,6 +111,4 @@ def create_message(
         options=TurnOptions(model=body.model), request=turn.forward, render=turn.render,
         attempt=dataclasses.replace(attempt, source="anthropic"),
     )  # fmt: skip
-    if body.stream:
-        return event_stream(_events(turns.stream(prepared), attempt.request_id))
-    return JSONResponse(turns.complete(prepared).completion)
+    return answer(turns, prepared, stream=body.stream, framing=framing)

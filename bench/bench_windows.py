@@ -251,7 +251,8 @@ def _notes(limits: dict[int, int], results: report.Results) -> str:
         "the first request of every sitting.",
         "Anthropic rule: "
         + (
-            "breakpoints as `to_anthropic(window, cache=True)` places them."
+            "every window is sent with the breakpoints `to_anthropic(window, cache=True)` "
+            "places (as sent without `cache=True`, nothing is cached: a bill of 1.00)."
             if library_places_breakpoints()
             else "today's `to_anthropic` places no `cache_control`, so as sent every row's "
             "Anthropic bill is 1.00; the column places the two usual breakpoints (the system "

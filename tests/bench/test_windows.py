@@ -29,6 +29,8 @@ from windows.billing import (  # noqa: E402
     OpenAIPrefixCache,
     Rendering,
     TooManyBreakpoints,
+    anthropic_request,
+    library_places_breakpoints,
     with_breakpoints,
 )
 from windows.conversations import Conversation, Turn  # noqa: E402
@@ -238,6 +240,10 @@ def test_a_rendered_request_has_the_tokens_turnkeeper_counts_and_two_breakpoints
     marked = [index for index, block in enumerate(blocks) if block.breakpoint]
     assert marked == [0, len(blocks) - 1]
     assert "cache_control" not in json.dumps(turnkeeper.to_anthropic(window))  # untouched
+    if library_places_breakpoints():  # the library's own marks are what the bench bills
+        assert anthropic_request(window) == turnkeeper.to_anthropic(window, cache=True)
+        marked = [b for b in rendering.anthropic(anthropic_request(window)) if b.breakpoint]
+        assert 1 <= len(marked) <= 4
 
 
 def test_a_replay_scores_within_budget_and_full_holds_every_evidence_turn(

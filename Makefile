@@ -6,6 +6,7 @@ BIN    := $(VENV)/bin
 HASH   := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 RUN_STAMP  := $(VENV)/.installed-run-$(HASH)
 TEST_STAMP := $(VENV)/.installed-test-$(HASH)
+BENCH_STAMP := $(VENV)/.installed-bench-$(HASH)
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 PORT ?= 8000
@@ -26,6 +27,12 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	rm -f $(VENV)/.installed-* && touch $(TEST_STAMP) $(RUN_STAMP)
 
 setup: $(TEST_STAMP)
+
+# The benchmarks' own packages (the `bench` extra: the anchors' libraries, matplotlib), on top of
+# the test set-up; `make test` and `make run` never install them.
+$(BENCH_STAMP): $(TEST_STAMP)
+	$(PIP) -e ".[test,bench]"
+	touch $(BENCH_STAMP)
 
 run: $(RUN_STAMP) ## The demo in its own database ($(DB)), then the service on it: make run PORT=9000
 	$(BIN)/turnkeeper demo --db $(DB)
@@ -56,7 +63,7 @@ test: lint typecheck docs services chromium ## Lint, type-check, build the docs,
 test-long: setup services ## The model-based test of the public API, long random profile, every backend
 	TK_STATEFUL_PROFILE=long $(BIN)/python -m pytest -q tests/promise/test_stateful.py
 
-bench: setup services ## Benchmarks; results go to bench/results/ and docs/benchmarks.md
+bench: $(BENCH_STAMP) services ## Benchmarks; results go to bench/results/ and docs/benchmarks.md
 	$(BIN)/python bench/bench_sqlite.py
 	$(BIN)/python bench/bench_shared.py
 	$(BIN)/python bench/bench_replicas.py
@@ -64,6 +71,7 @@ bench: setup services ## Benchmarks; results go to bench/results/ and docs/bench
 	$(BIN)/python bench/bench_http.py --seconds 15 --workers 1,2,4 --name http-scaling
 	$(BIN)/python bench/layers_http.py
 	$(BIN)/python bench/bench_tracing.py
+	$(BIN)/python bench/bench_windows.py
 
 clean:
 	rm -f demo.db demo.db-wal demo.db-shm

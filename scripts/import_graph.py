@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "metrics",
             "config",
             "wording",
+            "openai_items",
         ),
     ),
     ("storage", ("storage",)),

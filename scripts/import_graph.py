@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "apikeys",
             "callers",
             "conversations",
+            "responses",
         ),
     ),
     ("assembly", ("", "assemble", "prometheus")),

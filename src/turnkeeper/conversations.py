@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnkeeper.errors import InvalidInput, NotFound
-from turnkeeper.openai_items import api_items, check_item, message_from_item, new_item_id
+from turnkeeper.openai_items import api_items, messages_of_items
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import Message, NewMessage, Session
-from turnkeeper.validation import check_message
 
 ITEMS_PER_REQUEST = 20
 """Most items one request may add (OpenAI's limit)."""
@@ -175,20 +174,10 @@ class Conversations:
         if len(items) > ITEMS_PER_REQUEST:
             raise InvalidInput("items", f"holds {len(items)}; at most {ITEMS_PER_REQUEST}")
         settings = self.tk.settings
-        messages = []
-        for index, item in enumerate(items):
-            check_item(item, f"items[{index}]")
-            message = message_from_item(item, id=new_item_id(item))
-            try:
-                check_message(
-                    message,
-                    max_bytes=settings.max_message_bytes,
-                    max_json_bytes=settings.max_json_bytes,
-                )
-            except InvalidInput as exc:
-                raise InvalidInput(f"items[{index}]", f"{exc.field}: {exc.problem}") from None
-            messages.append(message)
-        return messages
+        return messages_of_items(
+            items, "items", max_bytes=settings.max_message_bytes,
+            max_json_bytes=settings.max_json_bytes, made_ids=True,
+        )  # fmt: skip
 
     def _locate(self, session: Session, item_id: str) -> tuple[Message, int]:
         """The message holding the item `item_id`, and the item's place among its items."""

@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from turnkeeper import jsonenc
 from turnkeeper.errors import InvalidInput
 from turnkeeper.types import JSONObject, Message, NewMessage, Role
+from turnkeeper.validation import check_message
 
 __all__ = [
     "ITEM_KEY",
@@ -55,6 +56,7 @@ __all__ = [
     "given_items",
     "items_of",
     "message_from_item",
+    "messages_of_items",
     "new_item_id",
     "reply_items",
 ]
@@ -188,6 +190,26 @@ def check_item(item: Any, field: str) -> None:
             _checked_content(item.get("output"), f"{field}.output")
     elif kind == "item_reference":
         raise InvalidInput(f"{field}.type", "item references are not supported: send the item")
+
+
+def messages_of_items(
+    items: Sequence[Any], field: str, *, max_bytes: int, max_json_bytes: int, made_ids: bool
+) -> list[NewMessage]:
+    """`items` (sent as `field`) as the messages that store them, each checked as an append
+    would check it (`InvalidInput` naming `field[i]`), before anything is stored. An item's
+    message is named by its own id; without one, by an id made here (`made_ids`: as OpenAI's
+    APIs name items) or by the append."""
+    messages = []
+    for index, item in enumerate(items):
+        where = f"{field}[{index}]"
+        check_item(item, where)
+        message = message_from_item(item, id=new_item_id(item) if made_ids else item.get("id"))
+        try:
+            check_message(message, max_bytes=max_bytes, max_json_bytes=max_json_bytes)
+        except InvalidInput as exc:
+            raise InvalidInput(where, f"{exc.field}: {exc.problem}") from None
+        messages.append(message)
+    return messages
 
 
 def _checked_content(content: Any, field: str) -> str:

@@ -36,6 +36,7 @@ from turnkeeper.server.routes import (
     messages,
     models,
     proxy,
+    responses,
     search,
     sessions,
     stats,
@@ -46,7 +47,7 @@ from turnkeeper.turns import ChatTurns
 
 ROUTERS = (
     sessions, branches, messages, search, context, stats, agents, chat, proxy, models,
-    conversations, health,
+    conversations, responses, health,
 )  # fmt: skip
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),

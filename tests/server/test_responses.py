@@ -1,0 +1,348 @@
+"""OpenAI's Responses API driven by the official `openai` client against the service on
+loopback with API keys on, on SQLite and PostgreSQL, answered by the recording upstream over
+chat completions: memory through `conversation`, `previous_response_id` and the session header,
+instructions, function tools both ways, retrieval, `store: false`, retries, refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from .conftest import Service, service_settings, start_service
+from .upstream import Upstream
+
+MODEL = "test-model"
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    "strict": False,
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def service(
+    request: pytest.FixtureRequest, tmp_path: Path, upstream_server: tuple[Upstream, str]
+) -> Iterator[Service]:
+    """The service on each backend, never retrying the upstream itself (so an upstream failure
+    reaches the client, and the client's own retries are what is tested)."""
+    overrides: dict[str, Any] = {"llm_max_retries": 0}
+    if request.param == "postgres":
+        overrides["database_url"] = request.getfixturevalue("postgres_url")
+    yield from start_service(service_settings(tmp_path, upstream_server[1], **overrides))
+
+
+@pytest.fixture(autouse=True)
+def no_tool_calls_left(upstream: Upstream) -> Iterator[None]:
+    yield
+    upstream.next_tool_calls = None
+
+
+def sent(upstream: Upstream, index: int = -1) -> list[tuple[str, str]]:
+    """(role, content) of each message the upstream was sent in request `index`."""
+    return [(m["role"], m.get("content") or "") for m in upstream.requests[index]["messages"]]
+
+
+def stored(client: httpx.Client, session: str) -> list[tuple[str, str]]:
+    items = client.get(f"/v1/sessions/{session}/messages").json()["items"]
+    return [(m["role"], m["content"]) for m in items]
+
+
+def test_two_turns_remember_through_a_conversation(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    conversation = llm.conversations.create()
+    first = llm.responses.create(model=MODEL, input="My name is Ada.", conversation=conversation.id)
+    second = llm.responses.create(
+        model=MODEL, input="What is my name?", conversation={"id": conversation.id}
+    )
+    assert first.output_text == "reply 1 to: My name is Ada."
+    assert sent(upstream) == [
+        ("user", "My name is Ada."), ("assistant", first.output_text),
+        ("user", "What is my name?"),
+    ]  # fmt: skip
+    assert second.conversation is not None and second.conversation.id == conversation.id
+    assert stored(client, conversation.id) == [
+        ("user", "My name is Ada."), ("assistant", first.output_text),
+        ("user", "What is my name?"), ("assistant", second.output_text),
+    ]  # fmt: skip
+    # the output items are the conversation's items, under the same ids
+    items = llm.conversations.items.list(conversation.id, order="asc").data
+    assert items[1].id == first.output[0].id and items[3].id == second.output[0].id
+    assert (second.status, second.model, second.object) == ("completed", MODEL, "response")
+    assert second.usage is not None and second.usage.total_tokens > 0
+
+
+def test_two_turns_remember_through_the_previous_response(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    first = llm.responses.create(model=MODEL, input="My name is Ada.", instructions="Be brief.")
+    second = llm.responses.create(
+        model=MODEL, input="What is my name?", previous_response_id=first.id
+    )
+    assert sent(upstream, 0) == [("system", "Be brief."), ("user", "My name is Ada.")]
+    # instructions hold for their response only, and are never stored
+    assert sent(upstream) == [
+        ("user", "My name is Ada."), ("assistant", first.output_text),
+        ("user", "What is my name?"),
+    ]  # fmt: skip
+    assert first.conversation is not None and second.conversation is not None
+    assert second.conversation.id == first.conversation.id
+    assert second.previous_response_id == first.id
+    assert [role for role, _ in stored(client, first.conversation.id)] == [
+        "user", "assistant", "user", "assistant",
+    ]  # fmt: skip
+    # the first reply's trace shows the instructions as sent
+    trace = client.get(f"/v1/sessions/{first.conversation.id}/messages/2/trace").json()
+    assert [(e["kind"], e["content"]) for e in trace["window"]][0] == (
+        "instructions", "Be brief.",
+    )  # fmt: skip
+
+
+def test_two_turns_remember_through_the_session_header(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    header = {"X-Turnkeeper-Session": "support-7"}
+    first = llm.responses.create(model=MODEL, input="My name is Ada.", extra_headers=header)
+    llm.responses.create(model=MODEL, input="What is my name?", extra_headers=header)
+    assert sent(upstream)[:2] == [("user", "My name is Ada."), ("assistant", first.output_text)]
+    assert [role for role, _ in stored(client, "support-7")] == [
+        "user", "assistant", "user", "assistant",
+    ]  # fmt: skip
+
+
+def test_a_response_without_memory_is_a_session_of_its_own(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    first = llm.responses.create(model=MODEL, input="Hello.")
+    again = llm.responses.create(model=MODEL, input="Hello.")  # the same, and no retry
+    assert first.conversation is not None and again.conversation is not None
+    assert first.conversation.id != again.conversation.id
+    assert sent(upstream) == [("user", "Hello.")]  # nothing of the first reached the second
+    assert llm.responses.retrieve(first.id).output_text == first.output_text
+
+
+def test_a_stored_response_is_retrieved_by_its_id(llm: openai.OpenAI) -> None:
+    made = llm.responses.create(model=MODEL, input="Four days in Lisbon.")
+    got = llm.responses.retrieve(made.id)
+    assert (got.id, got.output_text, got.status) == (made.id, made.output_text, "completed")
+    assert [item.id for item in got.output] == [item.id for item in made.output]
+    assert got.usage == made.usage and got.model == MODEL and got.created_at == made.created_at
+    for missing in ("resp_nothing", made.id.rsplit("_", 1)[0] + "_99", "anything"):
+        with pytest.raises(openai.NotFoundError) as caught:
+            llm.responses.retrieve(missing)
+        assert repr(missing) in caught.value.message
+
+
+def test_function_tools_and_calls_translate_both_ways(
+    llm: openai.OpenAI, upstream: Upstream
+) -> None:
+    upstream.next_tool_calls = [{"name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+    asked = llm.responses.create(
+        model=MODEL, input="Weather in Oslo?", tools=[WEATHER_TOOL], tool_choice="auto"
+    )
+    assert upstream.requests[0]["tools"] == [
+        {"type": "function", "function": {
+            "name": "get_weather", "description": "The weather in a city.",
+            "parameters": WEATHER_TOOL["parameters"], "strict": False}},
+    ]  # fmt: skip
+    assert upstream.requests[0]["tool_choice"] == "auto"
+    (call,) = asked.output
+    assert call.type == "function_call"
+    assert (call.name, call.arguments, call.call_id) == (
+        "get_weather",
+        '{"city": "Oslo"}',
+        "call_1_0",
+    )
+    answered = llm.responses.create(
+        model=MODEL,
+        previous_response_id=asked.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "-3 °C"}],
+        tools=[WEATHER_TOOL],
+    )
+    messages = upstream.requests[1]["messages"]
+    assert messages[1]["tool_calls"][0]["function"] == {
+        "name": "get_weather", "arguments": '{"city": "Oslo"}',
+    }  # fmt: skip
+    assert (messages[2]["role"], messages[2]["tool_call_id"], messages[2]["content"]) == (
+        "tool", "call_1_0", "-3 °C",
+    )  # fmt: skip
+    assert answered.output_text == "reply 2 to: -3 °C"
+
+
+def test_options_translate_to_chat_completion_fields(
+    llm: openai.OpenAI, upstream: Upstream
+) -> None:
+    llm.responses.create(
+        model=MODEL, input="Hi.", temperature=0.5, top_p=0.9, max_output_tokens=64,
+        text={"format": {"type": "json_schema", "name": "answer", "strict": True,
+                         "schema": {"type": "object"}}, "verbosity": "low"},
+        reasoning={"effort": "low"}, tool_choice={"type": "function", "name": "get_weather"},
+        tools=[WEATHER_TOOL], parallel_tool_calls=False, metadata={"ticket": "42"}, user="u-1",
+        include=[], truncation="auto",
+    )  # fmt: skip
+    body = upstream.requests[0]
+    assert {key: body[key] for key in body if key not in ("messages", "tools")} == {
+        "model": MODEL, "temperature": 0.5, "top_p": 0.9, "max_tokens": 64, "user": "u-1",
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": "answer", "schema": {"type": "object"}, "strict": True}},
+        "verbosity": "low", "reasoning_effort": "low", "parallel_tool_calls": False,
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "stream": False,
+    }  # fmt: skip
+
+
+def test_store_false_stores_nothing(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    conversation = llm.conversations.create(items=[{"role": "user", "content": "I am Ada."}])
+    answer = llm.responses.create(
+        model=MODEL, input="Who am I?", conversation=conversation.id, store=False,
+        instructions="Be brief.",
+    )  # fmt: skip
+    assert sent(upstream) == [("system", "Be brief."), ("user", "I am Ada."), ("user", "Who am I?")]
+    assert answer.output_text == "reply 1 to: Who am I?" and answer.store is False
+    lone = llm.responses.create(model=MODEL, input="Hello.", store=False)
+    assert lone.output_text == "reply 2 to: Hello." and lone.conversation is None
+    assert stored(client, conversation.id) == [("user", "I am Ada.")]
+    assert [s["id"] for s in client.get("/v1/sessions").json()["items"]] == [conversation.id]
+    with pytest.raises(openai.NotFoundError):
+        llm.responses.retrieve(answer.id)
+
+
+@pytest.mark.parametrize("memory", ["conversation", "previous", "header", "none"])
+def test_the_sdks_own_retries_store_each_turn_once(
+    service: Service, client: httpx.Client, upstream: Upstream, memory: str
+) -> None:
+    with openai.OpenAI(
+        base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=2, timeout=10
+    ) as llm:
+        first = llm.responses.create(model=MODEL, input="My name is Ada.")
+        assert first.conversation is not None
+        session = first.conversation.id
+        where: dict[str, Any] = {
+            "conversation": {"conversation": session},
+            "previous": {"previous_response_id": first.id},
+            "header": {"extra_headers": {"X-Turnkeeper-Session": session}},
+            "none": {},
+        }[memory]
+        upstream.failures = 2
+        again = llm.responses.create(model=MODEL, input="What is my name?", **where)
+        assert llm.responses.retrieve(again.id).output_text == again.output_text
+    assert len(upstream.requests) == 4  # one, then two failures and an answer
+    assert again.conversation is not None
+    turns = stored(client, again.conversation.id)
+    assert turns[-2:] == [("user", "What is my name?"), ("assistant", again.output_text)]
+    assert len(turns) == (2 if memory == "none" else 4)
+
+
+def test_an_idempotency_key_makes_a_response_happen_once(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    key = {"Idempotency-Key": "order-7"}
+    one = llm.responses.create(model=MODEL, input="Book it.", extra_headers=key)
+    two = llm.responses.create(model=MODEL, input="Book it.", extra_headers=key)
+    assert (two.id, two.output_text) == (one.id, one.output_text)
+    assert len(upstream.requests) == 1
+    assert one.conversation is not None
+    assert stored(client, one.conversation.id) == [
+        ("user", "Book it."),
+        ("assistant", one.output_text),
+    ]
+
+
+BAD_REQUESTS: list[tuple[dict[str, Any], str]] = [
+    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"tools": [{**WEATHER_TOOL, "defer_loading": True}]}, "tools[0].defer_loading"),
+    ({"tool_choice": {"type": "web_search"}}, "tool_choice"),
+    ({"input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "What is this?"},
+        {"type": "input_image", "image_url": "https://example.com/a.png"}]}]},
+     "input[0].content[1].type"),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type"),
+    ({"input": [{"role": "wizard", "content": "x"}]}, "input[0].role"),
+    ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id"),
+    ({"input": "   "}, "input"),
+    ({"input": []}, "input"),
+    ({"background": True}, "background"),
+    ({"prompt": {"id": "pmpt_1"}}, "prompt"),
+    ({"reasoning": {"effort": "low", "summary": "auto"}}, "reasoning.summary"),
+    ({"text": {"format": {"type": "grammar"}}}, "text.format.type"),
+    ({"conversation": "conv_x", "previous_response_id": "resp_x_1"}, "previous_response_id"),
+    ({"temperature": 9}, "temperature"),
+    ({"modalities": ["audio"]}, "modalities"),
+]  # fmt: skip
+
+
+def test_what_cannot_be_translated_is_a_400_naming_the_field_and_stores_nothing(
+    service: Service, client: httpx.Client, upstream: Upstream
+) -> None:
+    conversation = client.post("/v1/conversations", json={"items": [
+        {"role": "user", "content": "kept"}]}).json()  # fmt: skip
+    for extra, field in BAD_REQUESTS:
+        for memory in ({}, {"conversation": conversation["id"]}):
+            body = {"model": MODEL, "input": "Hi.", **memory, **extra}
+            answer = client.post("/v1/responses", json=body)
+            assert answer.status_code == 400, (field, answer.text)
+            error = answer.json()["error"]
+            assert (error["param"], error["type"]) == (field, "invalid_request_error"), error
+            assert error["message"]
+    assert upstream.requests == []
+    assert stored(client, conversation["id"]) == [("user", "kept")]
+    assert [s["id"] for s in client.get("/v1/sessions").json()["items"]] == [conversation["id"]]
+
+
+def test_an_unknown_conversation_or_response_is_a_404_naming_it(
+    llm: openai.OpenAI, upstream: Upstream
+) -> None:
+    for memory, name in (
+        ({"conversation": "conv_missing"}, "conv_missing"),
+        ({"previous_response_id": "resp_missing_1"}, "resp_missing_1"),
+    ):
+        with pytest.raises(openai.NotFoundError) as caught:
+            llm.responses.create(model=MODEL, input="Hi.", **memory)  # type: ignore[arg-type]
+        assert repr(name) in caught.value.message
+    assert upstream.requests == []
+
+
+def test_another_projects_conversation_and_responses_are_404s(
+    service: Service, llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    mine = llm.responses.create(model=MODEL, input="My secret is 42.")
+    assert mine.conversation is not None
+    with openai.OpenAI(
+        base_url=f"{service.url}/v1", api_key=service.keys["b"], max_retries=0
+    ) as other:
+        for call in (
+            lambda: other.responses.retrieve(mine.id),
+            lambda: other.responses.create(model=MODEL, input="And?", previous_response_id=mine.id),
+            lambda: other.responses.create(
+                model=MODEL,
+                input="And?",
+                conversation=mine.conversation.id,  # type: ignore[union-attr]
+            ),
+        ):
+            with pytest.raises(openai.NotFoundError):
+                call()
+    assert len(upstream.requests) == 1
+    assert stored(client, mine.conversation.id) == [
+        ("user", "My secret is 42."), ("assistant", mine.output_text),
+    ]  # fmt: skip
+
+
+def test_the_openapi_schema_describes_the_response_routes(client: httpx.Client) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert set(paths["/v1/responses"]) == {"post"}
+    assert set(paths["/v1/responses/{response_id}"]) == {"get"}
+    created = paths["/v1/responses"]["post"]
+    assert {"application/json", "text/event-stream"} <= set(created["responses"]["200"]["content"])
+    assert (
+        "400" in created["responses"]
+        and "404" in paths["/v1/responses/{response_id}"]["get"]["responses"]
+    )

@@ -100,7 +100,8 @@ def test_two_turns_remember_through_the_previous_response(
     ]  # fmt: skip
     # the first reply's trace shows the instructions as sent
     trace = client.get(f"/v1/sessions/{first.conversation.id}/messages/2/trace").json()
-    assert [(e["kind"], e["content"]) for e in trace["window"]][0] == (
+    first_entry = trace["window"][0]
+    assert (first_entry["kind"], first_entry["content"]) == (
         "instructions", "Be brief.",
     )  # fmt: skip
 

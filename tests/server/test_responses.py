@@ -347,3 +347,145 @@ def test_the_openapi_schema_describes_the_response_routes(client: httpx.Client) 
         "400" in created["responses"]
         and "404" in paths["/v1/responses/{response_id}"]["get"]["responses"]
     )
+
+
+# -- streaming --------------------------------------------------------------------------------
+
+TEXT_EVENTS = [
+    "response.created", "response.in_progress", "response.output_item.added",
+    "response.content_part.added", "response.output_text.delta",
+]  # fmt: skip
+TEXT_END = [
+    "response.output_text.done", "response.content_part.done", "response.output_item.done",
+    "response.completed",
+]  # fmt: skip
+
+
+def test_a_streamed_response_sends_the_events_the_sdk_expects(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    conversation = llm.conversations.create(items=[{"role": "user", "content": "I am Ada."}])
+    events = list(
+        llm.responses.create(
+            model=MODEL, input="Say hello to me.", conversation=conversation.id, stream=True
+        )
+    )
+    kinds = [event.type for event in events]
+    deltas = kinds.count("response.output_text.delta")
+    assert (
+        deltas > 1
+        and kinds == TEXT_EVENTS + ["response.output_text.delta"] * (deltas - 1) + TEXT_END
+    )
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")  # type: ignore[union-attr]
+    final = events[-1].response  # type: ignore[union-attr]
+    assert text == final.output_text == "reply 1 to: Say hello to me."
+    assert events[0].response.id == final.id and events[0].response.status == "in_progress"  # type: ignore[union-attr]
+    item_ids = {getattr(e, "item_id", None) for e in events} - {None}
+    assert item_ids == {final.output[0].id}
+    assert (
+        final.usage is not None and final.usage.output_tokens > 0
+    )  # the usage chunk was asked for
+    assert llm.responses.retrieve(final.id).output_text == text
+    assert stored(client, conversation.id) == [
+        ("user", "I am Ada."), ("user", "Say hello to me."), ("assistant", text),
+    ]  # fmt: skip
+
+
+def test_the_sdks_stream_helper_assembles_the_final_response(llm: openai.OpenAI) -> None:
+    with llm.responses.stream(model=MODEL, input="Four days in Lisbon.") as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_response()
+    assert final.output_text == "reply 1 to: Four days in Lisbon."
+    assert llm.responses.retrieve(final.id).output_text == final.output_text
+
+
+def test_a_streamed_function_call_sends_its_arguments_and_is_stored(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    upstream.next_tool_calls = [
+        {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        {"name": "get_weather", "arguments": '{"city": "Bergen"}'},
+    ]
+    events = list(
+        llm.responses.create(model=MODEL, input="Weather?", tools=[WEATHER_TOOL], stream=True)
+    )
+    kinds = [event.type for event in events]
+    assert kinds.count("response.output_item.added") == 2
+    assert kinds.count("response.function_call_arguments.delta") == 4
+    done = [e for e in events if e.type == "response.function_call_arguments.done"]
+    assert [e.arguments for e in done] == ['{"city": "Oslo"}', '{"city": "Bergen"}']  # type: ignore[union-attr]
+    final = events[-1].response  # type: ignore[union-attr]
+    assert [(item.type, item.arguments) for item in final.output] == [  # type: ignore[union-attr]
+        ("function_call", '{"city": "Oslo"}'), ("function_call", '{"city": "Bergen"}'),
+    ]  # fmt: skip
+    added = [e.item.id for e in events if e.type == "response.output_item.added"]  # type: ignore[union-attr]
+    assert added == [item.id for item in final.output]
+    assert final.conversation is not None
+    (reply,) = client.get(f"/v1/sessions/{final.conversation.id}/messages").json()["items"][1:]
+    assert [call["id"] for call in reply["tool_calls"]] == ["call_1_0", "call_1_1"]
+
+
+def test_a_stream_broken_off_by_the_model_ends_with_response_failed_and_stores_no_reply(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    upstream.mode = "break"
+    events = list(llm.responses.create(model=MODEL, input="Tell me a long story.", stream=True))
+    assert events[-1].type == "response.failed"
+    failed = events[-1].response  # type: ignore[union-attr]
+    assert failed.status == "failed" and failed.error is not None and failed.error.message
+    assert failed.conversation is not None
+    assert stored(client, failed.conversation.id) == [("user", "Tell me a long story.")]
+    with pytest.raises(openai.NotFoundError):
+        llm.responses.retrieve(failed.id)
+
+
+def test_a_streamed_retry_of_an_answered_response_streams_the_stored_one(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    key = {"Idempotency-Key": "story-1"}
+
+    def streamed() -> Any:
+        events = list(
+            llm.responses.create(model=MODEL, input="A story.", stream=True, extra_headers=key)
+        )
+        return events[-1].response  # type: ignore[union-attr]
+
+    first, again = streamed(), streamed()
+    assert len(upstream.requests) == 1
+    assert (again.id, again.output_text) == (first.id, first.output_text)
+    assert [item.id for item in again.output] == [item.id for item in first.output]
+    assert stored(client, first.conversation.id) == [
+        ("user", "A story."),
+        ("assistant", first.output_text),
+    ]
+
+
+def test_a_streamed_response_that_stores_nothing(
+    llm: openai.OpenAI, client: httpx.Client, upstream: Upstream
+) -> None:
+    events = list(llm.responses.create(model=MODEL, input="Hi.", store=False, stream=True))
+    final = events[-1].response  # type: ignore[union-attr]
+    assert events[-1].type == "response.completed" and final.output_text == "reply 1 to: Hi."
+    assert {getattr(e, "item_id", final.output[0].id) for e in events} == {final.output[0].id}
+    assert client.get("/v1/sessions").json()["items"] == []
+
+
+@pytest.mark.parametrize("memory", ["conversation", "none"])
+def test_the_sdks_own_retries_of_a_stream_store_the_turn_once(
+    service: Service, client: httpx.Client, upstream: Upstream, memory: str
+) -> None:
+    conversation = client.post("/v1/conversations", json={}).json()["id"]
+    where: dict[str, Any] = {"conversation": conversation} if memory == "conversation" else {}
+    upstream.failures = 2
+    with openai.OpenAI(
+        base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=2, timeout=10
+    ) as llm:
+        events = list(llm.responses.create(model=MODEL, input="Hello.", stream=True, **where))
+    final = events[-1].response  # type: ignore[union-attr]
+    assert len(upstream.requests) == 3
+    assert stored(client, final.conversation.id) == [
+        ("user", "Hello."),
+        ("assistant", final.output_text),
+    ]

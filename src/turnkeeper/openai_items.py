@@ -46,7 +46,7 @@ from typing import Any
 from turnkeeper import jsonenc
 from turnkeeper.errors import InvalidInput
 from turnkeeper.types import JSONObject, Message, NewMessage, Role
-from turnkeeper.validation import check_message
+from turnkeeper.validation import check_json, check_message
 
 __all__ = [
     "ITEM_KEY",
@@ -202,6 +202,7 @@ def messages_of_items(
     messages = []
     for index, item in enumerate(items):
         where = f"{field}[{index}]"
+        check_json(where, item, max_bytes=max_json_bytes)  # its text is stored, unwalked
         check_item(item, where)
         message = message_from_item(item, id=new_item_id(item) if made_ids else item.get("id"))
         try:

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from turnkeeper import jsonenc
 from turnkeeper.callers import resolve_session
 from turnkeeper.context.formats import openai_messages, to_openai
-from turnkeeper.conversations import Conversations
+from turnkeeper.conversations import Conversations, check_metadata
 from turnkeeper.errors import InvalidInput, NotFound, SessionNotFound
 from turnkeeper.llm import Reply
 from turnkeeper.openai_items import (
@@ -129,6 +129,7 @@ class ResponseRequest:
         for name, why in PLATFORM_ONLY.items():
             if body.get(name) not in (None, False, 0, []):
                 raise InvalidInput(name, f"is not supported: it {why}")
+        check_metadata(body.get("metadata"))
         conversation = _conversation_id(body.get("conversation"))
         previous = body.get("previous_response_id")
         if conversation is not None and previous is not None:

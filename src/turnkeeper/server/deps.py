@@ -181,3 +181,13 @@ async def get_attempt(
 
 
 AttemptDep = Annotated[Attempt, Depends(get_attempt)]
+
+SessionHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Turnkeeper-Session",
+        max_length=255,
+        description="Session id or key to remember in.",
+    ),
+]
+"""The session an OpenAI-compatible request remembers in (the proxy's, the Responses API's)."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Path, Request
 
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.responses import Responses, ResponseStream
-from turnkeeper.server.deps import AttemptDep, Scope, Turns
+from turnkeeper.server.deps import AttemptDep, Scope, SessionHeader, Turns
 from turnkeeper.server.openai_schemas import ResponseCreate, ResponseObject
 from turnkeeper.server.problems import OPENAI_ERRORS, openai_error, problem_for_error, status_for
 from turnkeeper.server.streaming import EVENT_SCHEMA, event_stream, relay, sse
@@ -45,9 +45,7 @@ def create_response(
     scope: Scope,
     attempt: AttemptDep,
     request: Request,
-    x_turnkeeper_session: Annotated[
-        str | None, Header(max_length=255, description="Session id or key to remember in.")
-    ] = None,
+    x_turnkeeper_session: SessionHeader = None,
 ) -> Any:
     """A response from the upstream model, remembered in the session `conversation`,
     `previous_response_id` or the header names (or a new one). A retry (the SDK's own, or with

@@ -58,6 +58,7 @@ __all__ = [
     "message_from_item",
     "messages_of_items",
     "new_item_id",
+    "own_id",
     "reply_items",
 ]
 
@@ -151,14 +152,23 @@ def _arguments(item: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else jsonenc.dumps(value)
 
 
-def new_item_id(item: Mapping[str, Any]) -> str:
-    """The id an item is stored under: its own, else a new one in OpenAI's style (`msg_…`,
-    `fc_…`, `fco_…`, `item_…`)."""
+def own_id(item: Mapping[str, Any]) -> str | None:
+    """The item's id, when it can name the item's message. The id `api_items` gives a later
+    item of a message (`<message id>#<n>`, sent back by a client that stores or resends the
+    output of a response) cannot: no message id holds `#`. Such an item's message gets an id
+    of its own, and the item keeps its id inside."""
     given = item.get("id")
-    if isinstance(given, str) and given:
-        return given
+    if not isinstance(given, str) or not given:
+        return None
+    base, mark, index = given.rpartition("#")
+    return None if mark and base and index.isdigit() else given
+
+
+def new_item_id(item: Mapping[str, Any]) -> str:
+    """The id an item is stored under: its own (`own_id`), else a new one in OpenAI's style
+    (`msg_…`, `fc_…`, `fco_…`, `item_…`)."""
     kind = item.get("type", "message")
-    return f"{_ID_PREFIX.get(kind, 'item')}_{uuid.uuid4().hex}"
+    return own_id(item) or f"{_ID_PREFIX.get(kind, 'item')}_{uuid.uuid4().hex}"
 
 
 def check_item(item: Any, field: str) -> None:
@@ -204,7 +214,7 @@ def messages_of_items(
         where = f"{field}[{index}]"
         check_json(where, item, max_bytes=max_json_bytes)  # its text is stored, unwalked
         check_item(item, where)
-        message = message_from_item(item, id=new_item_id(item) if made_ids else item.get("id"))
+        message = message_from_item(item, id=new_item_id(item) if made_ids else own_id(item))
         try:
             check_message(message, max_bytes=max_bytes, max_json_bytes=max_json_bytes)
         except InvalidInput as exc:

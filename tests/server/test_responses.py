@@ -632,3 +632,41 @@ def test_a_streamed_run_with_a_conversations_session_remembers(
     assert final == "reply 2 to: What is my name?"
     assert "raw_response_event" in kinds
     assert ("user", "My name is Ada.") in sent(upstream)
+
+
+def test_runner_with_a_conversations_session_calls_several_tools_in_one_turn(
+    service: Service, client: httpx.Client, upstream: Upstream
+) -> None:
+    """The output of a response with several calls names the later ones `<id>#<n>`; the SDK
+    stores those items in the conversation and sends them back as input: both take them."""
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"-3 °C in {city}"
+
+    agent = Agent(name="Forecaster", instructions="Use the tool.", tools=[get_weather])
+
+    async def scenario() -> tuple[Any, list[Any]]:
+        openai_client = client_for(service)
+        session = OpenAIConversationsSession(openai_client=openai_client)
+        upstream.next_tool_calls = [
+            {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+            {"name": "get_weather", "arguments": '{"city": "Bergen"}'},
+        ]
+        result = await Runner.run(
+            agent, "Oslo and Bergen?", session=session, run_config=config(openai_client)
+        )
+        items = await session.get_items()
+        await openai_client.close()
+        return result, items
+
+    result, items = run_async(scenario())
+    assert result.final_output.startswith("reply 2 to: ")
+    assert [item["type"] for item in items] == [
+        "message", "function_call", "function_call", "function_call_output",
+        "function_call_output", "message",
+    ]  # fmt: skip
+    assert [item["call_id"] for item in items[1:3]] == ["call_1_0", "call_1_1"]
+    assert len({item["id"] for item in items}) == len(items)
+    assert ("tool", "-3 °C in Bergen") in sent(upstream)

@@ -279,9 +279,10 @@ def given_items(messages: Iterable[Message]) -> list[Any]:
     """`items_of` each message, in order, as fresh objects decoded as one JSON array (one
     parse, not one per message: most messages carry their item's text)."""
     texts: list[str] = []
-    for message in messages:
-        stored = _stored_text(message)
-        if stored is not None:
+    for message in messages:  # `_stored_text`, inline: this loop is an agent's every read
+        metadata = message.metadata
+        stored = metadata.get(ITEM_KEY) or metadata.get(_ADAPTER_KEY)
+        if type(stored) is str:
             texts.append(stored)
         else:
             kept = _kept_object(message)

@@ -14,10 +14,7 @@ from turnkeeper.context.formats import openai_messages, to_openai
 from turnkeeper.conversations import Conversations
 from turnkeeper.errors import InvalidInput, NotFound, SessionNotFound
 from turnkeeper.llm import Reply
-from turnkeeper.openai_items import (
-    api_items,
-    reply_items,
-)
+from turnkeeper.openai_items import api_items, reply_items
 from turnkeeper.responses.objects import (
     PREFIX,
     ResponseNotFound,
@@ -87,8 +84,9 @@ class Responses:
             upstream = self.turns.llm.stream(self._unstored_body(request, project, session))
             head_id, reply_id = f"{PREFIX}{uuid.uuid4().hex}", f"msg_{uuid.uuid4().hex}"
             head = response_object(
-                head_id, created_at=utcnow(), model=request.model or self.turns.model_for(TurnOptions()),
-                output=[], usage=None, request=request.body, conversation=None, status="in_progress",
+                head_id, created_at=utcnow(), output=[], usage=None, request=request.body,
+                model=self.turns.model_for(TurnOptions(model=request.model)), conversation=None,
+                status="in_progress",
             )  # fmt: skip
             return ResponseStream(
                 head,

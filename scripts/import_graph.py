@@ -60,6 +60,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "llm",
             "attempts",
             "turns",
+            "anthropic_turns",
             "apikeys",
             "callers",
             "conversations",

@@ -27,6 +27,7 @@ NOT_RUN = {
     "turnkeeper keys create --project acme": "starts the service and waits",
     "KEY=tk_…;": "talks to a running service with an API key",
     "from openai import OpenAI": "talks to a running service with an API key",
+    "import anthropic": "talks to a running service with an API key",
     "export TURNKEEPER_LLM_BASE_URL": "talks to a model server on the reader's machine",
     "import turnkeeper\nfrom turnkeeper import AsyncChatTurns, ChatTurns": "calls the configured model",
     "import asyncio\n\nimport turnkeeper\nfrom agents import": "calls OpenAI's hosted model (needs OPENAI_API_KEY and the network)",

@@ -403,17 +403,22 @@ class Settings(BaseSettings):
                 self._conventional[field] = variable
         return self
 
+    def configured(self, provider: ProviderVariables) -> bool:
+        """Whether this upstream is to be called: always for one that is not optional; for an
+        optional one (Anthropic), once its key or its URL is given (setting or variable)."""
+        return (
+            not provider.optional
+            or getattr(self, provider.key_field) is not None
+            or provider.url_field in (self.model_fields_set | self._conventional.keys())
+        )
+
     def upstreams(self) -> list[str]:
         """What `turnkeeper serve` says it will call: each upstream's URL and where its key
         came from (never the key)."""
         lines = []
         for provider in PROVIDER_VARIABLES:
             url, key = getattr(self, provider.url_field), getattr(self, provider.key_field)
-            if (
-                provider.optional
-                and key is None
-                and provider.url_field not in (self.model_fields_set | self._conventional.keys())
-            ):
+            if not self.configured(provider):
                 lines.append(f"{provider.name}: not configured (set {provider.key_variable})")
                 continue
             if key is None:
@@ -561,16 +566,15 @@ class ProviderVariables:
         return filled
 
 
-PROVIDER_VARIABLES = (
-    ProviderVariables(
-        "OpenAI-compatible upstream", "llm_base_url", "llm_api_key",
-        "OPENAI_BASE_URL", "OPENAI_API_KEY", "api.openai.com",
-    ),
-    ProviderVariables(
-        "Anthropic upstream", "anthropic_base_url", "anthropic_api_key",
-        "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "api.anthropic.com", optional=True,
-    ),
+OPENAI_VARIABLES = ProviderVariables(
+    "OpenAI-compatible upstream", "llm_base_url", "llm_api_key",
+    "OPENAI_BASE_URL", "OPENAI_API_KEY", "api.openai.com",
 )  # fmt: skip
+ANTHROPIC_VARIABLES = ProviderVariables(
+    "Anthropic upstream", "anthropic_base_url", "anthropic_api_key",
+    "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "api.anthropic.com", optional=True,
+)  # fmt: skip
+PROVIDER_VARIABLES = (OPENAI_VARIABLES, ANTHROPIC_VARIABLES)
 """The providers whose own variables turnkeeper reads, below its own settings."""
 
 

@@ -1,7 +1,8 @@
-"""A small client for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp …).
+"""A small client for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp …),
+and, through a `ChatAPI` of its own, for Anthropic's Messages API (`turnkeeper.anthropic_turns`).
 
-Only what the chat turn and the proxy need: one `POST {base_url}/chat/completions`, either whole
-or as server-sent events, and `GET {base_url}/models`. It speaks the wire format as plain JSON objects rather than through
+Only what the chat turn and the proxies need: one `POST {base_url}/chat/completions` (the
+`ChatAPI`'s path), either whole or as server-sent events, and `GET {base_url}/models`. It speaks the wire format as plain JSON objects rather than through
 an SDK's typed models, because the proxy must hand the upstream's answer back unchanged in
 shape, unknown fields included.
 
@@ -94,8 +95,30 @@ def _retry_after_seconds(value: str | None) -> float | None:
     return max(when.timestamp() - time.time(), 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class ChatAPI:
+    """Which chat API an `LLMClient` speaks: the path it posts to (under the base URL), how the
+    key is sent, headers every request carries, and the list a whole answer must hold to be
+    one. Everything else (retries, timeouts, failures, event streams, spans) is the same for
+    every provider."""
+
+    path: str
+    key_headers: Callable[[str], dict[str, str]]
+    answer_list: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+OPENAI_CHAT = ChatAPI("/chat/completions", _bearer, "choices")
+"""OpenAI's chat completions (and every server compatible with them)."""
+
+
 class LLMClient:
-    """Calls one OpenAI-compatible endpoint with a fixed key and timeout.
+    """Calls one chat endpoint (OpenAI-compatible unless `api` says otherwise) with a fixed key
+    and timeout.
 
     `transport` lets a caller supply its own httpx transport (e.g. to reach a test server on a
     Unix socket); by default httpx's own is used. Thread-safe, like `httpx.Client`.
@@ -111,6 +134,7 @@ class LLMClient:
         observer: Observer = _ignore,
         max_retries: int = 2,
         backoff: float = 0.5,
+        api: ChatAPI = OPENAI_CHAT,
     ) -> None:
         if httpx is None:
             raise InvalidConfig("llm_base_url", MISSING_HTTPX)
@@ -118,7 +142,8 @@ class LLMClient:
         self.max_retries = max_retries
         self.backoff = backoff
         self.timeout = timeout
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.api = api
+        headers = {**api.headers, **(api.key_headers(api_key) if api_key else {})}
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
@@ -202,22 +227,21 @@ class LLMClient:
     def _complete_once(self, body: Mapping[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         with self._failures(started):
-            response = self._http.post("/chat/completions", json=dict(body, stream=False))
+            response = self._http.post(self.api.path, json=dict(body, stream=False))
             _raise_for_status(response)
             try:
                 data = response.json()
             except ValueError:
                 raise UpstreamError("the upstream answered with a body that is not JSON") from None
-            if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-                raise UpstreamError("the upstream's answer has no `choices` list")
+            wanted = self.api.answer_list
+            if not isinstance(data, dict) or not isinstance(data.get(wanted), list):
+                raise UpstreamError(f"the upstream's answer has no `{wanted}` list")
         self._observe("ok", time.perf_counter() - started)
         return data
 
     def _stream_once(self, body: Mapping[str, Any]) -> ChatStream:
         started = time.perf_counter()
-        request = self._http.build_request(
-            "POST", "/chat/completions", json=dict(body, stream=True)
-        )
+        request = self._http.build_request("POST", self.api.path, json=dict(body, stream=True))
         with self._failures(started):
             response = self._http.send(request, stream=True)
             if response.status_code >= 400:
@@ -332,6 +356,14 @@ class Reply:
     usage: Usage | None = None
     finish_reason: str | None = None
     model: str | None = None
+    usage_details: dict[str, int] = field(default_factory=dict)
+    """What the upstream counted beyond input and output, by its own names (Anthropic's
+    `cache_read_input_tokens`, `cache_creation_input_tokens`): kept in the turn's trace."""
+
+    def gathered(self) -> Reply:
+        """The reply the chunks added so far make (a `Reply` gathers itself; see
+        `turnkeeper.turns.Wire`)."""
+        return self
 
     @classmethod
     def from_completion(cls, data: Mapping[str, Any]) -> Reply:

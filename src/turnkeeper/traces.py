@@ -19,7 +19,7 @@ ones the build never read too), so its length is what the window's marker says w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -124,7 +124,11 @@ class TurnTrace:
         created_at: datetime,
         request_id: str | None,
         stream: bool,
+        usage_details: Mapping[str, int] | None = None,
     ) -> TurnTrace:
+        """The trace of a reply to the turn `turn_seq`, sent `window`. `usage_details` are the
+        upstream's counts beyond input and output (Anthropic's cache reads and writes), kept
+        with `usage` under their own names."""
         report = window.report
         has_summary = any(entry.kind == "summary" for entry in window.messages)
         return cls(
@@ -146,7 +150,11 @@ class TurnTrace:
             window=[TraceEntry.from_window(entry) for entry in window.messages],
             usage=None
             if usage is None
-            else {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+            else {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                **(usage_details or {}),
+            },
             request_id=request_id,
             stream=stream,
             messages_in_store=report.messages_in_store,

@@ -44,7 +44,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 from turnkeeper import metrics
 from turnkeeper.attempts import HeldTurn, TurnAttempts
@@ -156,10 +156,15 @@ class TurnResult:
         return self.reply.content
 
 
-def with_instructions(prepared: PreparedTurn, instructions: str | None) -> PreparedTurn:
+def with_instructions(
+    prepared: PreparedTurn,
+    instructions: str | None,
+    render: Callable[[ContextWindow], Mapping[str, Any]] | None = None,
+) -> PreparedTurn:
     """`prepared` with `instructions` as a system message in front of its window, sent and
     traced with it but not stored (the Responses API's `instructions`: they hold for this
-    turn only). Their tokens come on top of the window's budget, as the reply's do."""
+    turn only), the request rendered again by `render` (the turns' `Wire.render`; default:
+    chat completions). Their tokens come on top of the window's budget, as the reply's do."""
     window = prepared.window
     if not instructions or window is None:
         return prepared
@@ -167,7 +172,7 @@ def with_instructions(prepared: PreparedTurn, instructions: str | None) -> Prepa
     entry = ContextMessage(Role.SYSTEM, instructions, tokens, kind="instructions")
     report = dataclasses.replace(window.report, tokens_used=window.report.tokens_used + tokens)
     framed = ContextWindow((entry, *window.messages), report)
-    request = {**prepared.request, "messages": to_openai(framed)}
+    request = {**prepared.request, **(render or OPENAI_WIRE.render)(framed)}
     return dataclasses.replace(prepared, window=framed, request=request)
 
 
@@ -242,6 +247,29 @@ def _same_turn(stored: Message, new: NewMessage) -> bool:
     )
 
 
+class Gatherer(Protocol):
+    """Folds a streamed answer's chunks, as they come, into the reply they make."""
+
+    def add_chunk(self, chunk: Mapping[str, Any]) -> object: ...
+
+    def gathered(self) -> Reply: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """The provider API a `ChatTurns` speaks upstream: the request fields a window becomes
+    (`render`), the reply a whole answer or a stream makes (`reply`, `gatherer`), and a stored
+    reply answered again to a retry, whole or as a stream (`answer`, `answer_stream`).
+    `OPENAI_WIRE`, the default, speaks chat completions; `turnkeeper.anthropic_turns` has
+    Anthropic's Messages API. The turn itself (store, hold, build, ask, store) is the same."""
+
+    render: Callable[[ContextWindow], Mapping[str, Any]]
+    reply: Callable[[Mapping[str, Any]], Reply]
+    gatherer: Callable[[], Gatherer]
+    answer: Callable[[Message], dict[str, Any]]
+    answer_stream: Callable[[Message], Iterator[dict[str, Any]]]
+
+
 class ChatTurns:
     """Runs chat turns over a `Turnkeeper` and an upstream model: the call-store-trace loop.
 
@@ -256,9 +284,17 @@ class ChatTurns:
     asyncio.
     """
 
-    def __init__(self, tk: Turnkeeper, llm: LLMClient, *, on_stored: StoredHook = _nothing) -> None:
+    def __init__(
+        self,
+        tk: Turnkeeper,
+        llm: LLMClient,
+        *,
+        on_stored: StoredHook = _nothing,
+        wire: Wire | None = None,
+    ) -> None:
         self.tk = tk
         self.llm = llm
+        self.wire = wire or OPENAI_WIRE
         self.attempts = TurnAttempts(tk.store, tk.settings, tk.now)
         self._on_stored = on_stored
 
@@ -337,10 +373,12 @@ class ChatTurns:
         options: TurnOptions = TurnOptions(),
         request: Mapping[str, Any] | None = None,
         attempt: Attempt = Attempt(),
+        render: Callable[[ContextWindow], Mapping[str, Any]] | None = None,
     ) -> PreparedTurn:
         """Store `new` (the last one is the turn being answered) and build the upstream
         request: `request`'s fields (model, temperature, tools, …) with the window as its
-        `messages`. `options.model` also picks the tokenizer and context window."""
+        `messages` (as `render` puts it; by default the `Wire`'s way). `options.model` also
+        picks the tokenizer and context window."""
         if not new:
             raise InvalidInput("messages", "a turn needs at least one new message")
         with_ids, answered = self._identified(session, new, attempt)
@@ -367,7 +405,7 @@ class ChatTurns:
         except BaseException as exc:
             self.attempts.end(held, exc)
             raise
-        body = {"model": model, **(request or {}), "messages": to_openai(window)}
+        body = {"model": model, **(request or {}), **(render or self.wire.render)(window)}
         return PreparedTurn(
             session, created, tuple(stored), window, body, reply_id, None, attempt,
             str(body.get("model") or model), held,
@@ -405,7 +443,7 @@ class ChatTurns:
     def complete(self, prepared: PreparedTurn) -> TurnResult:
         """Ask the model (unless the turn was already answered) and store its reply."""
         if prepared.replay is not None:
-            completion = completion_from_message(prepared.replay)
+            completion = self.wire.answer(prepared.replay)
             return TurnResult(prepared, prepared.replay, completion)
         started = time.perf_counter()
         try:
@@ -413,7 +451,7 @@ class ChatTurns:
         except BaseException as exc:
             self.attempts.end(prepared.held, exc)
             raise
-        reply, trace = self.finish(prepared, Reply.from_completion(completion), started=started)
+        reply, trace = self.finish(prepared, self.wire.reply(completion), started=started)
         return TurnResult(prepared, reply, completion, trace)
 
     def stream(self, prepared: PreparedTurn) -> TurnStream:
@@ -475,7 +513,7 @@ class ChatTurns:
             prepared.window, seq=0, turn_seq=prepared.turns[-1].seq,
             source=prepared.attempt.source, model=prepared.model, usage=reply.usage,
             latency_ms=latency_ms, created_at=utcnow(), request_id=prepared.attempt.request_id,
-            stream=stream,
+            stream=stream, usage_details=reply.usage_details,
         )  # fmt: skip
         # One append stores the reply and its trace.
         try:
@@ -512,6 +550,7 @@ class TurnStream:
     ) -> None:
         self.prepared = prepared
         self.reply: Message | None = prepared.replay
+        self._wire = turns.wire
         self.trace: TurnTrace | None = None
         self._upstream = upstream
         self._chunks: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -537,7 +576,7 @@ class TurnStream:
             self._chunks.put(_ENDED)
 
     def _read_and_store(self, turns: ChatTurns, upstream: ChatStream, started: float) -> None:
-        gathered = Reply()
+        gathered = turns.wire.gatherer()
         try:
             for chunk in upstream:
                 if self._cancelled:
@@ -551,12 +590,14 @@ class TurnStream:
         if self._cancelled:
             turns.attempts.end(self.prepared.held)  # no outcome: the turn is free again
             return
-        self.reply, self.trace = turns.finish(self.prepared, gathered, started=started, stream=True)
+        self.reply, self.trace = turns.finish(
+            self.prepared, gathered.gathered(), started=started, stream=True
+        )
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._upstream is None:
             if self.reply is not None:  # a replayed turn: the stored reply, as a stream
-                yield from chunks_from_message(self.reply)
+                yield from self._wire.answer_stream(self.reply)
             return
         while (chunk := self._chunks.get()) is not _ENDED:
             yield chunk
@@ -693,6 +734,16 @@ def chunks_from_message(reply: Message) -> Iterator[dict[str, Any]]:
     }
     if whole["usage"] is not None:
         yield {**chunk, "choices": [], "usage": whole["usage"]}
+
+
+OPENAI_WIRE = Wire(
+    render=lambda window: {"messages": to_openai(window)},
+    reply=Reply.from_completion,
+    gatherer=Reply,
+    answer=completion_from_message,
+    answer_stream=chunks_from_message,
+)
+"""Chat completions, as OpenAI and every server compatible with it speak them."""
 
 
 _SYSTEM_ROLES = ("system", "developer")

@@ -110,3 +110,87 @@ def test_openai_name_keeps_only_allowed_characters_and_64_of_them() -> None:
     assert openai_name("Dr. Bob (ops)") == "Dr__Bob__ops_"
     assert openai_name("ä" * 70) == "_" * 64
     assert openai_name("agent-7_x") == "agent-7_x"
+
+
+# -- prompt-cache marks ----------------------------------------------------------------------
+
+MARK = {"type": "ephemeral"}
+
+
+def sized(role: Role, content: str, tokens: int, **fields: object) -> ContextMessage:
+    return ContextMessage(role, content, tokens, **fields)  # type: ignore[arg-type]
+
+
+def marks(request: dict[str, object]) -> list[str]:
+    """The texts (or tool ids) of the marked blocks, system first."""
+    system = request["system"]
+    assert isinstance(system, list)
+    turns = request["messages"]
+    assert isinstance(turns, list)
+    blocks = [*system, *(block for turn in turns for block in turn["content"])]
+    return [
+        str(block.get("text") or block.get("id") or block.get("tool_use_id"))
+        for block in blocks
+        if "cache_control" in block
+    ]
+
+
+def test_cache_marks_the_whole_window_and_the_stored_system_prompt_not_the_marker() -> None:
+    long_chat = window(
+        sized(Role.SYSTEM, "You are terse.", 1500, seq=1),
+        sized(Role.SYSTEM, NOTE, 20, kind="marker"),
+        sized(Role.USER, "Weather in Paris?", 10, seq=5),
+        sized(Role.ASSISTANT, "Sunny.", 10, seq=6),
+        sized(Role.USER, "Thanks!", 5, kind="pending"),
+    )
+    cached = to_anthropic(long_chat, cache=True)
+    assert cached["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": MARK},
+        {"type": "text", "text": NOTE},
+    ]
+    assert marks(cached) == ["You are terse.", "Thanks!"]
+    # the marks are all that changes
+    plain = to_anthropic(long_chat)
+    for turn in cached["messages"]:
+        for block in turn["content"]:
+            block.pop("cache_control", None)
+    assert cached["messages"] == plain["messages"]
+
+
+def test_cache_marks_nothing_under_the_minimum_prefix() -> None:
+    short = window(
+        sized(Role.SYSTEM, "You are terse.", 600, seq=1),
+        sized(Role.USER, "Hi", 300, seq=2),
+        sized(Role.ASSISTANT, "Hello.", 100, seq=3),
+        sized(Role.USER, "Bye", 10, kind="pending"),
+    )
+    assert marks(to_anthropic(short, cache=True)) == []  # 1,010 tokens in all: under 1,024
+    assert marks(to_anthropic(short, cache=True, min_cache_tokens=1000)) == ["Bye"]
+    # the system prompt alone (600) is under the minimum even then; the window (1,010) is not
+    assert marks(to_anthropic(short, cache=True, min_cache_tokens=601)) == ["Bye"]
+    assert marks(to_anthropic(short, cache=True, min_cache_tokens=600)) == ["You are terse.", "Bye"]
+
+
+def test_a_long_tool_loop_gets_a_mark_every_twenty_blocks_back_within_four() -> None:
+    loop = [sized(Role.SYSTEM, "Use the tools.", 2000, seq=1), sized(Role.USER, "Go", 5, seq=2)]
+    for n in range(30):  # 60 blocks: a call and its result, thirty times
+        loop.append(sized(Role.ASSISTANT, "", 5, seq=3 + 2 * n, tool_calls=(call(f"c{n}"),)))
+        loop.append(sized(Role.TOOL, f"result {n}", 5, seq=4 + 2 * n, tool_call_id=f"c{n}"))
+    cached = to_anthropic(window(*loop), cache=True)
+    # blocks: "Go" (0), then call n at 1 + 2n and its result at 2 + 2n. Marked: the last block
+    # (c29's result, 60), the system prompt, then 20 and 40 blocks back (c19's and c9's results)
+    assert marks(cached) == ["Use the tools.", "c9", "c19", "c29"]
+    assert marks(to_anthropic(window(*loop), cache=True, breakpoints=2)) == [
+        "Use the tools.",
+        "c29",
+    ]
+    assert marks(to_anthropic(window(*loop), cache=True, breakpoints=0)) == []
+
+
+def test_cache_takes_the_mark_it_is_given() -> None:
+    chat = window(sized(Role.SYSTEM, "Rules.", 2000, seq=1), sized(Role.USER, "Hi", 5, seq=2))
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    cached = to_anthropic(chat, cache=hour)
+    assert cached["system"][0]["cache_control"] == hour
+    assert cached["messages"][0]["content"][0]["cache_control"] == hour
+    assert cached["messages"][0]["content"][0]["cache_control"] is not hour  # a copy per block

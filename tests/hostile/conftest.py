@@ -37,7 +37,9 @@ def hostile_service(
     """One service per module, with a session `target` in project alpha holding two
     messages and a session `other` in project beta: the things hostile requests aim at."""
     tmp: Path = tmp_path_factory.mktemp("hostile")
-    for running in start_service(service_settings(tmp, upstream_server[1])):
+    # an Anthropic upstream that cannot answer the Messages API: a request reaching it is a 502
+    anthropic = {"anthropic_base_url": upstream_server[1], "anthropic_api_key": "ak-test"}
+    for running in start_service(service_settings(tmp, upstream_server[1], **anthropic)):
         for who, key in (("a", "target"), ("b", "other")):
             with running.client(who) as http:
                 assert http.post("/v1/sessions", json={"key": key}).status_code == 201

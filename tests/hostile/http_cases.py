@@ -48,6 +48,7 @@ JSON_WRITES = [
     ("POST", "/v1/conversations/target"),
     ("POST", "/v1/conversations/target/items"),
     ("POST", "/v1/responses"),
+    ("POST", "/v1/messages"),
 ]
 
 MALFORMED_JSON = {
@@ -633,9 +634,77 @@ RESPONSE_CASES = [
     Case("response: deleted (no such route)", "DELETE", f"{RESPONSES}/resp_nope_1"),
 ]
 
+
+def _claude(**fields: Any) -> dict[str, Any]:
+    """An Anthropic Messages request for the session `target`, with `fields` changed."""
+    return {"model": "claude-test", "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}]} | fields  # fmt: skip
+
+
+def _user(*blocks: Any) -> dict[str, Any]:
+    return _claude(messages=[{"role": "user", "content": list(blocks)}])
+
+
+ANTHROPIC_BODIES: dict[str, Any] = {
+    "no model": {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+    "no max_tokens": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    "max_tokens zero": _claude(max_tokens=0),
+    "max_tokens beyond 64 bits": _claude(max_tokens=BEYOND_64_BITS),
+    "no messages": _claude(messages=[]),
+    "messages an object": _claude(messages={"role": "user"}),
+    "messages of strings": _claude(messages=["hi"]),
+    "role unknown": _claude(messages=[{"role": "system", "content": "obey"}]),
+    "role with SQL": _claude(messages=[{"role": "user'; DROP TABLE messages; --"}]),
+    "content a number": _claude(messages=[{"role": "user", "content": 7}]),
+    "content blank": _claude(messages=[{"role": "user", "content": " "}]),
+    "content too large": _claude(messages=[{"role": "user", "content": "x" * (1024 * 1024 + 1)}]),
+    "content nested 300 levels": _claude(messages=[{"role": "user", "content": DEEP}]),
+    "an image block": _user({"type": "image", "source": {"type": "base64", "data": "AAAA"}}),
+    "a block of strings": _user("hi"),
+    "a tool_result without its id": _user({"type": "tool_result", "content": "18C"}),
+    "a tool_result with an image": _user(
+        {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "image"}]}
+    ),
+    "a prefilled answer": _claude(
+        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Su"}]
+    ),
+    "system a number": _claude(system=7),
+    "system a document": _claude(system=[{"type": "document", "source": {}}]),
+    "a server tool": _claude(tools=[{"type": "web_search_20250305", "name": "web_search"}]),
+    "tools an object": _claude(tools={"name": "t"}),
+    "thinking with tools": _claude(
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        tools=[{"name": "t", "input_schema": {"type": "object"}}],
+    ),
+    "metadata session with a space": _claude(metadata={"session_id": "a b"}),
+    "metadata user_id a list": _claude(metadata={"user_id": ["u"]}),
+    "stream a list": _claude(stream=[True]),
+    "cache_control a string": _claude(cache_control="yes"),
+}
+"""Anthropic Messages requests naming the session `target` that must change nothing."""
+
+
+def _anthropic_cases() -> list[Case]:
+    remembering = {"X-Turnkeeper-Session": "target"}
+    return [
+        *(
+            Case(f"messages api: {name}", "POST", "/v1/messages", body, remembering)
+            for name, body in ANTHROPIC_BODIES.items()
+        ),
+        Case("messages api: session header too long", "POST", "/v1/messages", _claude(),
+             {"X-Turnkeeper-Session": "s" * 300}),
+        Case("messages api: another project named", "POST", "/v1/messages?project=beta",
+             _claude(), remembering),
+        Case("messages api: a bad x-api-key", "POST", "/v1/messages", _claude(),
+             {"x-api-key": "tk_nope_nope", **remembering}, who=None),
+        Case("messages api: wrong method", "GET", "/v1/messages"),
+    ]  # fmt: skip
+
+
 CASES: list[Case] = [
     *CONVERSATION_CASES,
     *RESPONSE_CASES,
+    *_anthropic_cases(),
     *_json_cases(),
     *_message_cases(),
     *_session_cases(),

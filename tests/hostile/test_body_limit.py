@@ -110,3 +110,22 @@ def test_the_ui_reads_no_form_without_its_cookie(served: Served) -> None:
     )
     assert answer.status == 401
     assert stored_messages(served) == stored
+
+
+@pytest.mark.parametrize("key", ["x-api-key", None], ids=["x-api-key", "no key"])
+def test_the_messages_api_refuses_a_body_over_the_limit_in_anthropics_shape(
+    served: Served, key: str | None
+) -> None:
+    """Anthropic's SDKs send the key as `x-api-key`: it is checked before a byte of the body is
+    read, and the refusals come in Anthropic's error shape."""
+    headers = {"Content-Type": "application/json", "X-Turnkeeper-Session": "target"}
+    if key is not None:
+        headers[key] = served.key
+    before, stored = served.rss_bytes(), stored_messages(served)
+    answer = send_chunked(served.url, "/v1/messages", chunks(100 * MIB), headers)
+    assert answer.status == (413 if key else 401)
+    error = json.loads(answer.body)
+    assert error["type"] == "error"
+    assert error["error"]["type"] == ("invalid_request_error" if key else "authentication_error")
+    assert served.rss_bytes() - before < 48 * MIB
+    assert stored_messages(served) == stored

@@ -44,6 +44,8 @@ def test_a_hostile_request_is_a_4xx_problem_and_changes_nothing(
     assert "Traceback" not in response.text
     if case.path.startswith(OPENAI_PATHS):
         assert_openai_error(response)
+    elif case.path.startswith(ANTHROPIC_PATHS):
+        assert_anthropic_error(response)
     else:
         assert_problem(response)
     assert snapshot(hostile_service.tk) == before
@@ -51,6 +53,8 @@ def test_a_hostile_request_is_a_4xx_problem_and_changes_nothing(
 
 OPENAI_PATHS = ("/v1/chat/completions", "/v1/conversations", "/v1/models", "/v1/responses")
 """The OpenAI-compatible routes answer errors in OpenAI's shape (what their SDKs read)."""
+ANTHROPIC_PATHS = ("/v1/messages",)
+"""Anthropic's Messages API answers errors in Anthropic's shape, a bad value a 400."""
 
 
 def assert_problem(response: httpx.Response) -> None:
@@ -61,6 +65,13 @@ def assert_problem(response: httpx.Response) -> None:
     assert problem["title"] and problem["detail"]
     if response.status_code == 422:
         assert problem["errors"] and all(error["field"] for error in problem["errors"])
+
+
+def assert_anthropic_error(response: httpx.Response) -> None:
+    assert response.headers["content-type"] == "application/json", response.text[:500]
+    body = response.json()
+    assert body["type"] == "error" and body["error"]["type"] and body["error"]["message"]
+    assert response.status_code != 422  # Anthropic's API answers a bad value 400
 
 
 def assert_openai_error(response: httpx.Response) -> None:

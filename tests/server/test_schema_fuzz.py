@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode, checks
 
+from .anthropic_upstream import AnthropicUpstream, make_anthropic_app
 from .conftest import Service, service_settings, start_service
+from .live import LiveServer
 from .upstream import Upstream
 
 
@@ -26,7 +28,15 @@ def running(
     """One service for the whole run, with the example session of the schema present."""
     state = upstream_server[0]  # answering, whatever a test before left it doing
     state.mode, state.failures, state.gate, state.stream_gate = "ok", 0, None, None
-    settings_ = service_settings(tmp_path_factory.mktemp("fuzz"), upstream_server[1])
+    with LiveServer(make_anthropic_app(AnthropicUpstream())) as anthropic:
+        settings_ = service_settings(
+            tmp_path_factory.mktemp("fuzz"), upstream_server[1],
+            anthropic_base_url=anthropic.url, anthropic_api_key="anthropic-secret",
+        )  # fmt: skip
+        yield from _serve(settings_)
+
+
+def _serve(settings_: Any) -> Iterator[Service]:
     for service in start_service(settings_):
         with service.client("a") as alpha:
             alpha.post("/v1/sessions", json={"key": "support-42", "subject": "ticket-42"})

@@ -126,16 +126,28 @@ def tool_calls_answer(
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
+async def recorded(
+    request: Request,
+    requests: list[dict[str, Any]],
+    headers: list[dict[str, str]],
+    gate: threading.Event | None,
+) -> dict[str, Any]:
+    """The request's JSON body, once it and its headers are recorded and `gate` (if any) is
+    open: what every recording model does first."""
+    body: dict[str, Any] = await request.json()
+    requests.append(body)
+    headers.append(dict(request.headers))
+    if gate is not None:
+        await asyncio.to_thread(gate.wait, 60)
+    return body
+
+
 def make_app(state: Upstream) -> FastAPI:
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        body = await request.json()
-        state.requests.append(body)
-        state.headers.append(dict(request.headers))
-        if state.gate is not None:
-            await asyncio.to_thread(state.gate.wait, 60)
+        body = await recorded(request, state.requests, state.headers, state.gate)
         if state.failures > 0:
             state.failures -= 1
             headers = {"Retry-After": state.retry_after} if state.retry_after else None

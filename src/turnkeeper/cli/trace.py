@@ -47,6 +47,7 @@ def trace(
                 if usage
                 else ""
             )
+            + _cache_note(usage)
             + (f" · request {current.request_id}" if current.request_id else "")
         )
         if current.summary_covers_to_seq is not None:
@@ -57,3 +58,11 @@ def trace(
         for sign, entries in (("+", diff.entered), ("-", diff.left)):
             for entry in entries:
                 ctx.out.note(_entry_line(sign, entry).replace("[", "\\["))
+
+
+def _cache_note(usage: dict[str, int]) -> str:
+    """The prompt cache's part of the input, when the upstream counted it (Anthropic)."""
+    read, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+    if read is None and written is None:
+        return ""
+    return f" ({read or 0} read from the prompt cache, {written or 0} written to it)"

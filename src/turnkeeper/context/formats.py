@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from turnkeeper.types import ContextMessage, ContextWindow, Role
@@ -58,29 +59,107 @@ def _openai_message(message: ContextMessage) -> dict[str, Any]:
     return entry
 
 
-def to_anthropic(window: ContextWindow) -> dict[str, Any]:
-    """The window as Anthropic Messages API arguments: `{"system": str, "messages": [...]}`.
+CACHE_BREAKPOINTS = 4
+"""The most `cache_control` marks one Anthropic request may carry (tools, system and messages
+together)."""
+CACHE_LOOKBACK = 20
+"""How many blocks Anthropic looks back from a mark for an entry an earlier request wrote."""
+MIN_CACHE_TOKENS = 1024
+"""The shortest prefix Anthropic caches for most models (some want 2,048 or 4,096); a mark on a
+shorter prefix caches nothing and wastes one of the four."""
+EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
+"""The mark `to_anthropic(window, cache=True)` puts (Anthropic's default five-minute cache)."""
+
+
+@dataclass(slots=True)
+class _Block:
+    """A rendered block and the tokens of the window up to it (counted by whole entries: a
+    block ending an entry counts that entry, an earlier block of it does not)."""
+
+    block: dict[str, Any]
+    prefix_tokens: int
+
+
+def to_anthropic(
+    window: ContextWindow,
+    *,
+    cache: bool | Mapping[str, Any] = False,
+    breakpoints: int = CACHE_BREAKPOINTS,
+    min_cache_tokens: int = MIN_CACHE_TOKENS,
+) -> dict[str, Any]:
+    """The window as Anthropic Messages API arguments: `{"system": …, "messages": [...]}`.
 
     Anthropic has no system role in `messages` and wants user and assistant to alternate, so:
     the leading system entries (system message, markers, summary) become `system`; a later
     system message becomes a user turn `[system] …`; tool results become user `tool_result`
-    blocks; consecutive turns of one role merge. Content is always a list of blocks.
+    blocks; consecutive turns of one role merge. Content is always a list of blocks; `system`
+    is one string.
+
+    With `cache` (True, or the `cache_control` object to use, e.g. with a `ttl`), the stable
+    prefix is marked for Anthropic's prompt cache, within its rules: `system` becomes a list
+    of text blocks (one per leading entry, so the stored system prompt is apart from markers
+    and summaries that change), and at most `breakpoints` blocks get the mark, never one whose
+    prefix is under `min_cache_tokens` (a mark there caches nothing). In order of worth: the
+    last block (the whole window, which the next turn reads back), the end of the stored system
+    prompt (still read when the window slides and its messages change), then a block every
+    `CACHE_LOOKBACK` blocks back from the end, so the next turn finds this one's entry even
+    when a turn adds more blocks than Anthropic looks back over (a long tool loop).
     """
     messages = list(window.messages)
     lead = 0
     while lead < len(messages) and messages[lead].role is Role.SYSTEM:
         lead += 1
-    system = "\n\n".join(message.content for message in messages[:lead] if message.content)
     turns: list[dict[str, Any]] = []
+    blocks: list[_Block] = []
+    tokens = sum(message.tokens for message in messages[:lead])
     for message in messages[lead:]:
-        role, blocks = _anthropic_turn(message)
-        if not blocks:
+        role, content = _anthropic_turn(message)
+        if not content:
             continue
+        blocks += [_Block(block, tokens) for block in content]
+        tokens += message.tokens
+        blocks[-1].prefix_tokens = tokens
         if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
+            turns[-1]["content"].extend(content)
         else:
-            turns.append({"role": role, "content": blocks})
-    return {"system": system, "messages": turns}
+            turns.append({"role": role, "content": content})
+    if not cache:
+        system = "\n\n".join(message.content for message in messages[:lead] if message.content)
+        return {"system": system, "messages": turns}
+    mark = dict(EPHEMERAL if cache is True else cache)
+    system_blocks, stable = _system_blocks(messages[:lead])
+    for chosen in _cache_points(system_blocks, stable, blocks, breakpoints, min_cache_tokens):
+        chosen.block["cache_control"] = dict(mark)
+    return {"system": [entry.block for entry in system_blocks], "messages": turns}
+
+
+def _system_blocks(lead: list[ContextMessage]) -> tuple[list[_Block], int]:
+    """The leading system entries as text blocks, and how many of them are the stored system
+    prompt (entries before the first marker or summary)."""
+    blocks: list[_Block] = []
+    tokens, stable, in_prompt = 0, 0, True
+    for message in lead:
+        tokens += message.tokens
+        in_prompt = in_prompt and message.kind == "message"
+        if message.content:
+            blocks.append(_Block({"type": "text", "text": message.content}, tokens))
+            stable = len(blocks) if in_prompt else stable
+    return blocks, stable
+
+
+def _cache_points(
+    system: list[_Block], stable: int, turns: list[_Block], breakpoints: int, min_tokens: int
+) -> list[_Block]:
+    """The blocks to mark (see `to_anthropic`): each with a prefix of at least `min_tokens`."""
+
+    def worth(block: _Block) -> bool:
+        return block.prefix_tokens >= min_tokens
+
+    last = turns[-1:] if turns and worth(turns[-1]) else []
+    prompt = system[stable - 1 : stable] if stable and worth(system[stable - 1]) else []
+    back = range(len(turns) - 1 - CACHE_LOOKBACK, -1, -CACHE_LOOKBACK) if last else range(0)
+    between = [turns[position] for position in back if worth(turns[position])]
+    return (last + prompt + between)[: max(breakpoints, 0)]
 
 
 def _anthropic_turn(message: ContextMessage) -> tuple[str, list[dict[str, Any]]]:

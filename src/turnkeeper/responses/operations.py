@@ -128,7 +128,7 @@ class Responses:
             session, request.new, created=created, options=TurnOptions(model=request.model),
             request=request.upstream, attempt=dataclasses.replace(attempt, source="responses"),
         )  # fmt: skip
-        return with_instructions(prepared, request.instructions)
+        return with_instructions(prepared, request.instructions, self.turns.wire.render)
 
     def _stored(
         self, request: ResponseRequest, prepared: PreparedTurn, reply: Message, finish: str | None

@@ -28,6 +28,7 @@ from turnkeeper.server.memory import Trimmer, limit_threads
 from turnkeeper.server.observability import RequestObserver
 from turnkeeper.server.routes import (
     agents,
+    anthropic,
     branches,
     chat,
     context,
@@ -47,13 +48,14 @@ from turnkeeper.turns import ChatTurns
 
 ROUTERS = (
     sessions, branches, messages, search, context, stats, agents, chat, proxy, models,
-    conversations, responses, health,
+    conversations, responses, anthropic, health,
 )  # fmt: skip
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),
 token-budgeted context windows, a chat turn against any OpenAI-compatible model, and an
-OpenAI-compatible proxy that remembers. Every error is an RFC 9457 problem document
-(`application/problem+json`)."""
+OpenAI-compatible proxy and Anthropic's Messages API that remember. Every error is an RFC 9457
+problem document (`application/problem+json`), except on the OpenAI- and Anthropic-compatible
+routes, whose errors take the shape their SDKs read."""
 
 
 def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool = True) -> FastAPI:
@@ -71,6 +73,7 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool 
         app.state.tk = service
         app.state.keys = service.keys
         app.state.turns = ChatTurns(service, llm)
+        app.state.anthropic_turns = anthropic.open_turns(service, settings)
         app.state.searches = PerCallerLimit(settings.search_concurrency, "searches")
         sweeper = Sweeper(service)  # hourly expiry cleanup; one sweeper at a time per database
         if sweep:
@@ -83,6 +86,8 @@ def create_app(settings: Settings, tk: Turnkeeper | None = None, *, sweep: bool 
             trimmer.stop()
             sweeper.stop()
             llm.close()
+            if app.state.anthropic_turns is not None:
+                app.state.anthropic_turns.close()
             if tk is None:
                 service.close()
             telemetry.flush()  # a worker process ends without the interpreter's exit hooks

@@ -10,7 +10,7 @@ turned off (`--no-auth`, loopback only) every caller is an admin.
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from turnkeeper.apikeys import ApiKeys
 from turnkeeper.callers import ANONYMOUS_ADMIN, Caller
@@ -22,7 +22,32 @@ bearer = HTTPBearer(
     description="An API key made with `turnkeeper keys create --project P`: tk_<id>_<secret>.",
 )
 
-__all__ = ["ANONYMOUS_ADMIN", "Caller", "authenticate", "authenticate_remembered", "bearer"]
+x_api_key = APIKeyHeader(
+    name="x-api-key",
+    auto_error=False,
+    scheme_name="XApiKey",
+    description="The same API key, as Anthropic's clients send it (`POST /v1/messages` only).",
+)
+
+
+async def key_credentials(request: Request) -> HTTPAuthorizationCredentials | None:
+    """The API key of a route Anthropic's clients call: `Authorization: Bearer`, else the
+    `x-api-key` header their SDKs send."""
+    found = await bearer(request)
+    if found is not None:
+        return found
+    key = await x_api_key(request)
+    return None if key is None else HTTPAuthorizationCredentials(scheme="Bearer", credentials=key)
+
+
+__all__ = [
+    "ANONYMOUS_ADMIN",
+    "Caller",
+    "authenticate",
+    "authenticate_remembered",
+    "bearer",
+    "key_credentials",
+]
 
 
 def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Caller:

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from turnkeeper.callers import Caller, PerCallerLimit, resolve_session
 from turnkeeper.config import Settings
 from turnkeeper.errors import MalformedRequest
-from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer
+from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer, key_credentials
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
 from turnkeeper.validation import NAME_PATTERN
@@ -66,6 +66,15 @@ async def get_caller(
     return caller
 
 
+async def get_key_caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(key_credentials)],
+) -> Caller:
+    """`get_caller` for a route whose clients may send the key as `x-api-key` (Anthropic's
+    SDKs do); `gate.CallerGate` reads it there too."""
+    return await get_caller(request, credentials)
+
+
 ProjectQuery = Annotated[
     str | None,
     Query(
@@ -84,6 +93,13 @@ async def get_scope(
     return caller.scope(project)
 
 
+async def get_key_scope(
+    caller: Annotated[Caller, Depends(get_key_caller)], project: ProjectQuery = None
+) -> str | None:
+    """`get_scope`, for the caller of `get_key_caller`."""
+    return caller.scope(project)
+
+
 TK = Annotated[Turnkeeper, Depends(get_tk)]
 Turns = Annotated[ChatTurns, Depends(get_turns)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
@@ -91,6 +107,8 @@ Searches = Annotated[PerCallerLimit, Depends(get_searches)]
 """The turns at search each API key may take at once (REST, UI and MCP share them)."""
 CallerDep = Annotated[Caller, Depends(get_caller)]
 Scope = Annotated[str | None, Depends(get_scope)]
+KeyScope = Annotated[str | None, Depends(get_key_scope)]
+"""`Scope` for a route whose clients send the key as `x-api-key` or `Authorization`."""
 SessionPath = Annotated[
     str,
     Path(

@@ -50,8 +50,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from turnkeeper.config import Settings
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.server import problems
-from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer
-from turnkeeper.server.deps import get_caller
+from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer, key_credentials
+from turnkeeper.server.deps import get_caller, get_key_caller
 from turnkeeper.server.ui.auth import LoginRequired, to_login, ui_caller
 
 CALLER_STATE = "caller"
@@ -292,8 +292,9 @@ async def _authenticate(scope: Scope) -> None:
     dependant = getattr(scope.get("route"), "dependant", None)
     request = Request(scope)
     try:
-        if _needs(dependant, get_caller):
-            credentials = await bearer(request)
+        if _needs(dependant, get_caller) or _needs(dependant, get_key_caller):
+            found = key_credentials if _needs(dependant, get_key_caller) else bearer
+            credentials = await found(request)
             caller = authenticate_remembered(request, credentials) or await run_in_threadpool(
                 authenticate, request, credentials
             )

@@ -42,7 +42,9 @@ error a client sees has one shape, except on
 the OpenAI-compatible routes (`/v1/chat/completions`, `/v1/models`, `/v1/conversations`,
 `/v1/responses`): there the same errors go out in OpenAI's shape, `{"error": {"message", "type",
 "param", "code"}}`, which the OpenAI SDKs read and show, and a bad value is a 400 naming it in
-`param`, as OpenAI's API answers (the proxy's stays 422, as it always was).
+`param`, as OpenAI's API answers (the proxy's stays 422, as it always was); and on Anthropic's
+Messages API (`/v1/messages`) in Anthropic's shape, `{"type": "error", "error": {"type",
+"message"}}`, a bad value a 400 as Anthropic answers.
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ OpenAI's shape."""
 OPENAI_400_PATHS = OPENAI_PATHS[1:]
 """Of those, the ones that answer a bad value 400 as OpenAI's API does (the proxy keeps the
 422 it has always answered)."""
+
+
+ANTHROPIC_PATHS = ("/v1/messages",)
+"""Routes whose clients are Anthropic SDKs: their errors take Anthropic's shape."""
 
 
 def _under(path: str, prefixes: tuple[str, ...]) -> bool:
@@ -212,18 +218,52 @@ def openai_error(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_ANTHROPIC_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error(body: dict[str, Any]) -> dict[str, Any]:
+    """A problem document in Anthropic's error shape (the SDKs show `message`)."""
+    status: int = body["status"]
+    kind = _ANTHROPIC_TYPES.get(status) or (
+        "api_error" if status >= 500 else "invalid_request_error"
+    )
+    error = {"type": "error", "error": {"type": kind, "message": body["detail"]}}
+    return error | ({"request_id": body["request_id"]} if body.get("request_id") else {})
+
+
+def _no_retry(status: int, headers: dict[str, str] | None) -> dict[str, str] | None:
+    """`x-should-retry: false` on an answer a retry cannot improve: the OpenAI and Anthropic
+    SDKs retry 408, 409, 429 and every 5xx by default, and obey the header. Of those, a 409
+    improves only with `Retry-After` (a turn still being answered), and a 501 (this deployment
+    lacks what the request needs) never does."""
+    retryable = status in (408, 429) or "Retry-After" in (headers or {})
+    if retryable or (status >= 500 and status != 501):
+        return headers
+    return (headers or {}) | {"x-should-retry": "false"}
+
+
 def respond(
     request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> JSONResponse:
     path = request.url.path
+    if _under(path, ANTHROPIC_PATHS):
+        body = body | {"status": 400} if body["status"] == 422 else body
+        return JSONResponse(
+            anthropic_error(body),
+            status_code=body["status"],
+            headers=_no_retry(body["status"], headers),
+        )
     if _under(path, OPENAI_PATHS):
         if body["status"] == 422 and _under(path, OPENAI_400_PATHS):
             body = body | {"status": 400}
-        retryable = body["status"] in (408, 429) or "Retry-After" in (headers or {})
-        if body["status"] < 500 and not retryable:
-            # The OpenAI SDKs retry a 409 by default; no other client error improves by retrying
-            # (a 409 with `Retry-After`, a turn still being answered, does).
-            headers = (headers or {}) | {"x-should-retry": "false"}
+        headers = _no_retry(body["status"], headers)
         return JSONResponse(openai_error(body), status_code=body["status"], headers=headers)
     return JSONResponse(body, status_code=body["status"], media_type=MEDIA_TYPE, headers=headers)
 
@@ -363,3 +403,30 @@ OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 """The errors of the OpenAI-compatible routes, in OpenAI's shape (what an OpenAI SDK reads),
 for the OpenAPI schema."""
+
+ANTHROPIC_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"type": "string", "enum": ["error"]},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+        "request_id": {"type": "string"},
+    },
+}
+ANTHROPIC_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": description,
+        "content": {"application/json": {"schema": ANTHROPIC_ERROR_SCHEMA}},
+    }
+    for status, description in {
+        **{status: entry["description"] for status, entry in PROBLEM_RESPONSES.items()},
+        **{status: entry["description"] for status, entry in UPSTREAM_PROBLEMS.items()},
+        501: "No Anthropic upstream is configured",
+    }.items()
+    if status != 422  # a bad value is a 400 here, as Anthropic's API answers
+}
+"""The errors of Anthropic's Messages API route, in Anthropic's shape, for the OpenAPI schema."""

@@ -33,8 +33,14 @@ class TraceEntryPublic(BaseModel):
 
 
 class UsagePublic(BaseModel):
-    input_tokens: int
+    input_tokens: int = Field(description="Prompt tokens, cache reads and writes included.")
     output_tokens: int
+    cache_read_input_tokens: int | None = Field(
+        None, description="Of the input, tokens read from the provider's prompt cache (Anthropic)."
+    )
+    cache_creation_input_tokens: int | None = Field(
+        None, description="Of the input, tokens written to the provider's prompt cache (Anthropic)."
+    )
 
 
 class TracePublic(BaseModel):

@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 
 from turnkeeper.callers import resolve_session
+from turnkeeper.server.answers import answer, pass_through
 from turnkeeper.server.deps import AttemptDep, Scope, SessionHeader, Turns
 from turnkeeper.server.problems import OPENAI_ERRORS, openai_error, problem_for_error
 from turnkeeper.server.schemas import ProxyRequest
-from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, Chunks, event_stream, relay, sse
+from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, Chunks, relay, sse
 from turnkeeper.turns import TurnOptions, new_turns_from_openai
 
 router = APIRouter(tags=["openai-compatible"])
@@ -64,9 +64,7 @@ def chat_completions(
     OpenAI SDK's own, or a program's) stores each turn once: see `turnkeeper.turns`."""
     ref, forward = body.session_and_body(x_turnkeeper_session)
     if ref is None:
-        if body.stream:
-            return event_stream(_relay(turns.llm.stream(forward)))
-        return JSONResponse(turns.llm.complete(forward))
+        return pass_through(turns, forward, stream=body.stream, framing=_relay)
     ref = resolve_session(turns.tk, ref, scope)
     session, created = turns.session_for(ref, project=scope, create=True)
     new = new_turns_from_openai(body.messages, session_is_empty=session.message_count == 0)
@@ -74,6 +72,4 @@ def chat_completions(
         session, new, created=created, options=TurnOptions(model=body.model), request=forward,
         attempt=dataclasses.replace(attempt, source="proxy"),
     )  # fmt: skip
-    if body.stream:
-        return event_stream(_relay(turns.stream(prepared)))
-    return JSONResponse(turns.complete(prepared).completion)
+    return answer(turns, prepared, stream=body.stream, framing=_relay)

@@ -208,4 +208,5 @@ SessionHeader = Annotated[
         description="Session id or key to remember in.",
     ),
 ]
-"""The session an OpenAI-compatible request remembers in (the proxy's, the Responses API's)."""
+"""The session a provider-compatible request remembers in (the proxy, the Responses API, the
+Anthropic Messages API)."""

@@ -31,6 +31,7 @@ NOT_RUN = {
     "export TURNKEEPER_LLM_BASE_URL": "talks to a model server on the reader's machine",
     "import turnkeeper\nfrom turnkeeper import AsyncChatTurns, ChatTurns": "calls the configured model",
     "import asyncio\n\nimport turnkeeper\nfrom agents import": "calls OpenAI's hosted model (needs OPENAI_API_KEY and the network)",
+    "import asyncio\n\nfrom agents import Agent, OpenAIConversationsSession": "talks to a running service with an API key",
     "turnkeeper import ~/code/shop": "reads other systems' stores at placeholder paths",
     "pip install 'turnkeeper[otel]'": "installs packages",
     "export OTEL_EXPORTER_OTLP_ENDPOINT": "starts the service, sending spans to a collector",

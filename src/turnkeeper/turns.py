@@ -60,8 +60,10 @@ from turnkeeper.llm import ChatStream, LLMClient, Reply, delta_text
 from turnkeeper.service import SessionRef, Turnkeeper, utcnow
 from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.storage.base import Store
+from turnkeeper.tokens import counter_for
 from turnkeeper.traces import TurnTrace, encode
 from turnkeeper.types import (
+    ContextMessage,
     ContextWindow,
     Message,
     NewMessage,
@@ -152,6 +154,26 @@ class TurnResult:
     def content(self) -> str:
         """The reply's text."""
         return self.reply.content
+
+
+def with_instructions(
+    prepared: PreparedTurn,
+    instructions: str | None,
+    render: Callable[[ContextWindow], Mapping[str, Any]] | None = None,
+) -> PreparedTurn:
+    """`prepared` with `instructions` as a system message in front of its window, sent and
+    traced with it but not stored (the Responses API's `instructions`: they hold for this
+    turn only), the request rendered again by `render` (the turns' `Wire.render`; default:
+    chat completions). Their tokens come on top of the window's budget, as the reply's do."""
+    window = prepared.window
+    if not instructions or window is None:
+        return prepared
+    tokens = counter_for(window.report.encoding).count_message("system", instructions)
+    entry = ContextMessage(Role.SYSTEM, instructions, tokens, kind="instructions")
+    report = dataclasses.replace(window.report, tokens_used=window.report.tokens_used + tokens)
+    framed = ContextWindow((entry, *window.messages), report)
+    request = {**prepared.request, **(render or OPENAI_WIRE.render)(framed)}
+    return dataclasses.replace(prepared, window=framed, request=request)
 
 
 def reply_id_for(turn_id: str) -> str:

@@ -352,7 +352,7 @@ class ContextMessage:
     role: Role
     content: str
     tokens: int
-    kind: str = "message"  # message | marker | summary | pending
+    kind: str = "message"  # message | marker | summary | pending | instructions
     seq: int | None = None
     message_id: str | None = None
     author: str | None = None

@@ -47,6 +47,7 @@ JSON_WRITES = [
     ("POST", "/v1/conversations"),
     ("POST", "/v1/conversations/target"),
     ("POST", "/v1/conversations/target/items"),
+    ("POST", "/v1/responses"),
     ("POST", "/v1/messages"),
 ]
 
@@ -567,6 +568,72 @@ CONVERSATION_CASES = [
     Case("conversation: after an unknown item", "GET", f"{CONVERSATION_ITEMS}?after=nope"),
 ]
 
+RESPONSES = "/v1/responses"
+
+
+def _response(**fields: Any) -> dict[str, Any]:
+    return {"model": "m", "input": "hello", "conversation": "target"} | fields
+
+
+RESPONSE_CASES = [
+    *(
+        Case(f"response: {name}", "POST", RESPONSES, body)
+        for name, body in {
+            "no input": {"model": "m", "conversation": "target"},
+            "input a number": _response(input=7),
+            "input blank": _response(input="   "),
+            "input empty": _response(input=[]),
+            "input too large": _response(input="x" * (1024 * 1024 + 1)),
+            "an item with an unknown role": _response(input=[{"role": "wizard", "content": "x"}]),
+            "an image part": _response(
+                input=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "input_text", "text": "What is this?"},
+                            {"type": "input_image", "image_url": "file:///etc/passwd"},
+                        ],
+                    }
+                ]
+            ),
+            "a reasoning item": _response(input=[{"type": "reasoning", "summary": []}]),
+            "an item nested 300 levels": _response(
+                input=[{"role": "user", "content": "x", "deep": DEEP}]
+            ),
+            "an item reference": _response(input=[{"type": "item_reference", "id": "msg_1"}]),
+            "a hosted tool": _response(tools=[{"type": "web_search"}]),
+            "a tool a string": _response(tools=["get_weather"]),
+            "a function tool with an unknown field": _response(
+                tools=[{"type": "function", "name": "f", "eval": "rm -rf /"}]
+            ),
+            "a hosted tool choice": _response(tool_choice={"type": "file_search"}),
+            "background": _response(background=True),
+            "a stored prompt": _response(prompt={"id": "pmpt_1"}),
+            "a reasoning summary": _response(reasoning={"summary": "auto"}),
+            "a grammar format": _response(text={"format": {"type": "grammar"}}),
+            "temperature 9": _response(temperature=9),
+            "max_output_tokens 0": _response(max_output_tokens=0),
+            "17 metadata pairs": _response(metadata={f"k{n}": "v" for n in range(17)}),
+            "conversation and previous response": _response(previous_response_id="resp_x_1"),
+            "an unknown conversation": _response(conversation="conv_nope"),
+            "another project's conversation": _response(conversation="other"),
+            "an unknown previous response": _response(
+                conversation=None, previous_response_id="resp_nope_1"
+            ),
+            "a previous response with SQL": _response(
+                conversation=None, previous_response_id="resp_x'; DROP TABLE messages; --_1"
+            ),
+            "a conversation with SQL": _response(conversation="'; DROP TABLE sessions; --"),
+            "a conversation a number": _response(conversation=7),
+            "unknown field": _response(modalities=["audio"]),
+        }.items()
+    ),
+    Case("response: an unknown one, read", "GET", f"{RESPONSES}/resp_nope_1"),
+    Case("response: not a response id, read", "GET", f"{RESPONSES}/target"),
+    Case("response: another project's session, read", "GET", f"{RESPONSES}/resp_other_1"),
+    Case("response: deleted (no such route)", "DELETE", f"{RESPONSES}/resp_nope_1"),
+]
+
 
 def _claude(**fields: Any) -> dict[str, Any]:
     """An Anthropic Messages request for the session `target`, with `fields` changed."""
@@ -636,6 +703,7 @@ def _anthropic_cases() -> list[Case]:
 
 CASES: list[Case] = [
     *CONVERSATION_CASES,
+    *RESPONSE_CASES,
     *_anthropic_cases(),
     *_json_cases(),
     *_message_cases(),

@@ -51,7 +51,7 @@ def test_a_hostile_request_is_a_4xx_problem_and_changes_nothing(
     assert snapshot(hostile_service.tk) == before
 
 
-OPENAI_PATHS = ("/v1/chat/completions", "/v1/conversations", "/v1/models")
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/conversations", "/v1/models", "/v1/responses")
 """The OpenAI-compatible routes answer errors in OpenAI's shape (what their SDKs read)."""
 ANTHROPIC_PATHS = ("/v1/messages",)
 """Anthropic's Messages API answers errors in Anthropic's shape, a bad value a 400."""

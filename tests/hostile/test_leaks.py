@@ -33,8 +33,9 @@ def test_an_unreachable_model_is_a_502_that_does_not_name_it(
             "/v1/chat/completions",
             json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
         )
+        responded = http.post("/v1/responses", json={"model": "m", "input": "hi"})
     unreachable = "the model endpoint could not be reached or failed mid-answer"
-    for answer in (chat, proxied):
+    for answer in (chat, proxied, responded):
         assert answer.status_code == 502
         assert port not in answer.text and "127.0.0.1" not in answer.text
     # /chat answers an RFC 9457 problem; the OpenAI-compatible proxy answers in OpenAI's shape.
@@ -42,8 +43,9 @@ def test_an_unreachable_model_is_a_502_that_does_not_name_it(
     assert chat.json()["detail"] == unreachable
     assert proxied.headers["content-type"] == "application/json"
     assert proxied.json()["error"]["message"] == unreachable
+    assert responded.json()["error"]["message"] == unreachable
     failures = [line for line in logs if line["event"] == "request_failed"]
-    assert len(failures) == 2 and all(dead in line["detail"] for line in failures)
+    assert len(failures) == 3 and all(dead in line["detail"] for line in failures)
 
 
 def test_an_unreachable_model_mid_stream_names_nothing_either(
@@ -55,7 +57,9 @@ def test_an_unreachable_model_mid_stream_names_nothing_either(
             "/v1/chat/completions",
             json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
         )
+        responded = http.post("/v1/responses", json={"model": "m", "input": "hi", "stream": True})
     assert dead.rsplit(":", 1)[1] not in streamed.text
+    assert dead.rsplit(":", 1)[1] not in responded.text
 
 
 def test_probes_are_open_but_quiet(unreachable_model: tuple[Service, str]) -> None:

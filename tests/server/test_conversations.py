@@ -4,6 +4,7 @@ SQLite and PostgreSQL: a conversation is a session, its items the session's mess
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,3 +247,105 @@ def test_the_openapi_schema_describes_the_conversation_routes(client: httpx.Clie
     listed = paths["/v1/conversations/{conversation_id}/items"]["get"]
     assert {p["name"] for p in listed["parameters"]} >= {"after", "limit", "order", "include"}
     assert "404" in listed["responses"]
+
+
+SDK_ITEMS: list[Any] = [  # as the openai-agents SDK hands items to a session
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"type": "reasoning", "id": "rs_1",
+     "summary": [{"type": "summary_text", "text": "Need the weather tool."}]},
+    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+     "arguments": '{"city": "Oslo"}', "status": "completed"},
+    {"type": "function_call_output", "call_id": "call_1", "output": '{"temp_c": -3}'},
+    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "-3 °C in Oslo.", "annotations": []}]},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed",
+     "action": {"type": "search", "query": "Oslo weather"}},
+]  # fmt: skip
+
+
+def test_items_the_agents_adapter_stored_read_back_through_the_conversations_api(
+    service: Service, client: httpx.Client
+) -> None:
+    from turnkeeper.adapters import TurnkeeperSession
+
+    run_async(TurnkeeperSession("cross-1", service.tk, project="alpha").add_items(SDK_ITEMS))
+    session = service.tk.get_session("cross-1", project="alpha")
+    ids = [message.id for message in service.tk.history(session)]
+    listed = client.get(f"/v1/conversations/{session.id}/items", params={"order": "asc"})
+    assert listed.json()["data"] == [
+        {"id": ids[0], "type": "message", "role": "user", "status": "completed",
+         "content": [{"type": "input_text", "text": "Weather in Oslo?"}]},
+        {**SDK_ITEMS[1], "id": ids[1]},
+        {**SDK_ITEMS[2], "id": ids[2]},
+        {**SDK_ITEMS[3], "id": ids[3], "status": "completed"},
+        {**SDK_ITEMS[4], "id": ids[4]},
+        {**SDK_ITEMS[5], "id": ids[5]},
+    ]  # fmt: skip
+    one = client.get(f"/v1/conversations/{session.id}/items/{ids[1]}").json()
+    assert one == {**SDK_ITEMS[1], "id": ids[1]}
+
+
+def test_items_the_conversations_api_stored_read_back_through_the_agents_adapter(
+    service: Service, client: httpx.Client
+) -> None:
+    from turnkeeper.adapters import TurnkeeperSession
+
+    made = client.post("/v1/conversations", json={"items": SDK_ITEMS}).json()
+    session = TurnkeeperSession(made["id"], service.tk, project="alpha")
+    got = run_async(session.get_items())
+    assert [json.dumps(item) for item in got] == [json.dumps(item) for item in SDK_ITEMS]
+    # and through the API, each item under the id it was given (or one made for it)
+    listed = client.get(f"/v1/conversations/{made['id']}/items", params={"order": "asc"})
+    assert [item["id"] for item in listed.json()["data"]][1:3] == ["rs_1", "fc_1"]
+
+
+def test_items_stored_under_the_earlier_keys_read_back_as_they_did(
+    service: Service, client: httpx.Client
+) -> None:
+    """Messages the Conversations API (`item`: the item without its id, as an object) and the
+    agents adapter (`openai_agents_item`: its JSON text) stored before the one key."""
+    from turnkeeper.adapters import TurnkeeperSession
+    from turnkeeper.types import NewMessage, Role
+
+    developer = {"role": "developer", "content": "Answer in Celsius."}
+    listed_output = {"type": "function_call_output", "call_id": "c1",
+                     "output": [{"type": "input_text", "text": "18C"}]}  # fmt: skip
+    adapter_items: list[Any] = [
+        {"role": "assistant", "content": "Plain."}, SDK_ITEMS[1], SDK_ITEMS[2],
+    ]  # fmt: skip
+    session, _ = service.tk.get_or_create_session("earlier", project="alpha")
+    service.tk.append_many(
+        session,
+        [
+            NewMessage(role=Role.SYSTEM, content="Answer in Celsius.", id="msg_a",
+                       metadata={"item": developer}),
+            NewMessage(role=Role.TOOL, content="18C", id="fco_b", tool_call_id="c1",
+                       metadata={"item": listed_output}),
+            NewMessage(role=Role.USER, content="Plain.", id="msg_c"),
+            NewMessage(role=Role.ASSISTANT, content="Plain.", id="m4",
+                       metadata={"openai_agents_item": json.dumps(adapter_items[0])}),
+            NewMessage(role=Role.ASSISTANT, content="[Need the weather tool.]", id="m5",
+                       internal=True,
+                       metadata={"openai_agents_item": json.dumps(adapter_items[1])}),
+            NewMessage(role=Role.ASSISTANT, content="", id="m6",
+                       tool_calls=[{"id": "call_1", "type": "function", "function": {
+                           "name": "get_weather", "arguments": '{"city": "Oslo"}'}}],
+                       metadata={"openai_agents_item": json.dumps(adapter_items[2])}),
+        ],
+    )  # fmt: skip
+    listed = client.get(f"/v1/conversations/{session.id}/items", params={"order": "asc"})
+    assert listed.json()["data"] == [
+        # as the Conversations API read what it kept: status only for a typed item
+        {"id": "msg_a", "role": "developer", "type": "message",
+         "content": [{"type": "input_text", "text": "Answer in Celsius."}]},
+        {"id": "fco_b", **listed_output, "status": "completed"},
+        {"id": "msg_c", "type": "message", "role": "user", "status": "completed",
+         "content": [{"type": "input_text", "text": "Plain."}]},
+        {"id": "m4", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Plain.", "annotations": []}]},
+        {**SDK_ITEMS[1], "id": "m5"},
+        {**SDK_ITEMS[2], "id": "m6"},
+    ]  # fmt: skip
+    got = run_async(TurnkeeperSession("earlier", service.tk, project="alpha").get_items())
+    assert got[3:] == adapter_items  # the adapter's own, exactly
+    assert got[:3] == [developer, listed_output, {"role": "user", "content": "Plain."}]

@@ -6,7 +6,8 @@ The only stand-in in the HTTP tests: a real HTTP server on loopback speaking the
 mid-stream; through `Upstream.failures`: fail the next N requests with `fail_status` (and
 `Retry-After`, when set), then answer; and through `Upstream.gate`: hold every answer until the
 test opens the gate (a slow model whose answer comes when the test says so), or, through
-`Upstream.stream_gate`, pause a streamed answer after its first chunk.
+`Upstream.stream_gate`, pause a streamed answer after its first chunk; and through
+`Upstream.next_tool_calls`: answer the next request with tool calls.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class Upstream:
     headers: list[dict[str, str]] = field(default_factory=list)
     models: list[dict[str, Any]] | None = None
     """What `GET /v1/models` lists; None: the route answers 404, as many local servers do."""
+    next_tool_calls: list[dict[str, str]] | None = None
+    """When set, the next answer calls these tools (each `{"name", "arguments"}`, ids
+    `call_<n>`) instead of saying something; it is cleared as it is used."""
 
     def reply_for(self, body: dict[str, Any]) -> str:
         last = body["messages"][-1]
@@ -93,6 +97,35 @@ def chunk(body: dict[str, Any], delta: dict[str, Any], finish: str | None = None
     return f"data: {json.dumps(data)}\n\n"
 
 
+def tool_calls_answer(
+    body: dict[str, Any], calls: list[dict[str, str]], usage: dict[str, Any], turn: int
+) -> Response:
+    """An answer calling `calls`, whole or streamed (each call's arguments in two pieces)."""
+    made = [
+        {"id": f"call_{turn}_{n}", "type": "function", "function": dict(call)}
+        for n, call in enumerate(calls)
+    ]
+    if not body.get("stream"):
+        answer = completion(body, "", usage)
+        answer["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": made}
+        answer["choices"][0]["finish_reason"] = "tool_calls"
+        return JSONResponse(answer)
+
+    async def events() -> AsyncIterator[str]:
+        yield chunk(body, {"role": "assistant", "content": None})
+        for n, call in enumerate(made):
+            arguments = call["function"]["arguments"]
+            head = {"index": n, "id": call["id"], "type": "function"}
+            name = {"name": call["function"]["name"], "arguments": arguments[:5]}
+            yield chunk(body, {"tool_calls": [head | {"function": name}]})
+            rest = {"index": n, "function": {"arguments": arguments[5:]}}
+            yield chunk(body, {"tool_calls": [rest]})
+        yield chunk(body, {}, finish="tool_calls")
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 async def recorded(
     request: Request,
     requests: list[dict[str, Any]],
@@ -133,6 +166,9 @@ def make_app(state: Upstream) -> FastAPI:
         if state.mode == "huge":  # past the 1 MiB a stored message may hold
             reply = "word " * 300_000
         usage = state.usage_for(body, reply)
+        calls, state.next_tool_calls = state.next_tool_calls, None
+        if calls is not None:
+            return tool_calls_answer(body, calls, usage, len(state.requests))
         if not body.get("stream"):
             return JSONResponse(completion(body, reply, usage))
 

@@ -1,17 +1,20 @@
 """What the adapters share: the live session behind a key, the window a context strategy
 keeps (as stored messages, so each comes back as the framework's own item), and readable text
-from the content-part lists frameworks use for multimodal messages."""
+from the content-part lists frameworks use for multimodal messages (`content_text`, the one
+`turnkeeper.openai_items` reads items with)."""
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from turnkeeper.errors import SessionNotFound
+from turnkeeper.openai_items import content_text
 from turnkeeper.types import ContextMessage, Message, Session, SessionStatus, StrategyName
 
 if TYPE_CHECKING:
     from turnkeeper.service import Turnkeeper
+
+__all__ = ["content_text", "live_session", "window_entries"]
 
 
 def live_session(tk: Turnkeeper, key: str, project: str | None) -> Session | None:
@@ -43,28 +46,3 @@ def window_entries(
         stored.get(entry.message_id, entry) if entry.message_id else entry
         for entry in window.messages
     ]
-
-
-def content_text(value: Any) -> str:
-    """The readable text of a message's content: a string, or its parts' texts joined by
-    newlines (a part without text shows as `[its type]`)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        if len(value) == 1:  # one part with its text (the usual output message): no join
-            (part,) = value
-            if type(part) is dict and type(part.get("text")) is str:
-                return part["text"]  # type: ignore[no-any-return]
-        return "\n".join(filter(None, (_part_text(part) for part in value)))
-    return json.dumps(value)
-
-
-def _part_text(part: Any) -> str:
-    if not isinstance(part, dict):
-        return str(part)
-    for field in ("text", "refusal", "transcript"):
-        if isinstance(part.get(field), str):
-            return str(part[field])
-    return f"[{part.get('type', 'part')}]"

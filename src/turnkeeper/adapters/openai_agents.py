@@ -1,13 +1,14 @@
 """The OpenAI Agents SDK's `Session` on turnkeeper: `Runner.run(agent, …, session=…)` keeps its
 memory in a turnkeeper session, next to every other conversation and with its audit trail.
 
-Rule: one SDK item is one turnkeeper message. The message is what a person reading the history
-(or turnkeeper's context builder) expects — user/assistant/system text, a function call as an
-assistant tool call, its output as a tool message, reasoning and hosted-tool items as internal
-assistant notes — and its metadata holds the item's JSON text exactly as the SDK's own
+Rule: one SDK item is one turnkeeper message, translated as `turnkeeper.openai_items` says (the
+translation the Conversations and Responses APIs use too). The message is what a person reading
+the history (or turnkeeper's context builder) expects — user/assistant/system text, a function
+call as an assistant tool call, its output as a tool message, reasoning and hosted-tool items as
+internal assistant notes — and its metadata holds the item's JSON text exactly as the SDK's own
 `SQLiteSession` stores it (`json.dumps`), so the SDK gets back the very item it stored, keys in
-the same order. Messages that other writers appended to the same session (without that
-metadata) are offered to the SDK as the equivalent items.
+the same order, whichever of those stored it. Messages that other writers appended to the same
+session (without an item) are offered to the SDK as the equivalent items.
 
 Behaviour matches `SQLiteSession` call for call (tested side by side): `get_items(limit)` is the
 latest `limit` items in chronological order (`limit=0` none, a negative limit all, `None` the
@@ -19,23 +20,16 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from turnkeeper import jsonenc
 from turnkeeper.adapters import MissingExtra
-from turnkeeper.adapters._common import content_text, live_session, window_entries
+from turnkeeper.adapters._common import live_session, window_entries
 from turnkeeper.cache.histories import RememberedHistory
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
+from turnkeeper.openai_items import ITEM_KEY, given_items, items_of, message_from_item
 from turnkeeper.service.aio import AsyncTurnkeeper
-from turnkeeper.types import (
-    JSONObject,
-    Message,
-    NewMessage,
-    Role,
-    Session,
-    StrategyName,
-)
+from turnkeeper.types import Message, Session, StrategyName
 from turnkeeper.validation import window_budget
 
 try:
@@ -53,11 +47,10 @@ __all__ = ["ITEM_KEY", "TurnkeeperSession", "item_to_message", "message_to_items
 P = ParamSpec("P")
 R = TypeVar("R")
 
-ITEM_KEY = "openai_agents_item"
-"""Metadata key holding the SDK item's JSON text."""
-
-_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM}
-_ROLES["developer"] = Role.SYSTEM  # the Responses API's name for system instructions
+item_to_message = message_from_item
+"""The turnkeeper message that stores an SDK item (`turnkeeper.openai_items`)."""
+message_to_items = items_of
+"""The SDK items a stored message stands for (`turnkeeper.openai_items`)."""
 
 
 class TurnkeeperSession:
@@ -156,7 +149,7 @@ class TurnkeeperSession:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
         newest = self._newest(session, None if limit is None or limit < 0 else limit)
-        items = _items(reversed(newest))
+        items: list[TResponseInputItem] = given_items(reversed(newest))
         return items if limit is None or limit < 0 else items[-limit:]
 
     def _newest(self, session: Session, limit: int | None) -> Sequence[Message]:
@@ -247,94 +240,3 @@ class TurnkeeperSession:
         if session is not None:
             self.tk.reset_session(session)
         self._known = None
-
-
-def _items(messages: Iterable[Message]) -> list[TResponseInputItem]:
-    """The SDK items of `messages`, in their order (`message_to_items` of each), as fresh
-    objects: a message that carries its item, which is most, gives its stored JSON text, and
-    all of them are decoded as one JSON array (one parse, not one per message)."""
-    texts: list[str] = []
-    for message in messages:
-        stored = message.metadata.get(ITEM_KEY)
-        if isinstance(stored, str):
-            texts.append(stored)
-        else:
-            texts.extend(jsonenc.dumps(item) for item in message_to_items(message))
-    items: list[TResponseInputItem] = jsonenc.loads("[" + ",".join(texts) + "]")
-    return items
-
-
-def item_to_message(item: TResponseInputItem) -> NewMessage:
-    """The turnkeeper message that stores `item`: readable, and carrying the item exactly."""
-    raw: Mapping[str, Any] = item
-    metadata = {ITEM_KEY: jsonenc.dumps(item)}
-    kind = raw.get("type", "message")
-    role = raw.get("role")
-    if kind == "message" and role in _ROLES:  # most items: built here, without `_message`
-        text = content_text(raw.get("content")) or f"[empty {role} message]"
-        return NewMessage(role=_ROLES[role], content=text, metadata=metadata)
-    if kind in ("function_call", "custom_tool_call") and raw.get("call_id"):
-        call = {
-            "id": raw["call_id"],
-            "type": "function",
-            "function": {"name": raw.get("name", ""), "arguments": _arguments(raw)},
-        }
-        return _message(Role.ASSISTANT, "", metadata, tool_calls=[call])
-    if kind in ("function_call_output", "custom_tool_call_output") and raw.get("call_id"):
-        output = content_text(raw.get("output"))
-        return _message(Role.TOOL, output, metadata, tool_call_id=raw["call_id"])
-    # Reasoning, hosted tools (web/file search, computer, MCP…), references: the model needs
-    # them back, a reader of the conversation does not.
-    note = content_text(raw.get("summary")) or kind
-    return _message(Role.ASSISTANT, f"[{note}]", metadata, internal=True)
-
-
-def _message(
-    role: Role,
-    content: str,
-    metadata: JSONObject,
-    *,
-    internal: bool = False,
-    tool_calls: list[JSONObject] | None = None,
-    tool_call_id: str | None = None,
-) -> NewMessage:
-    """The `NewMessage` of an item."""
-    return NewMessage(
-        role=role,
-        content=content,
-        internal=internal,
-        tool_calls=tool_calls,
-        tool_call_id=tool_call_id,
-        metadata=metadata,
-    )
-
-
-def message_to_items(message: Message) -> list[TResponseInputItem]:
-    """The SDK items a stored message stands for: the stored item itself when it carries one,
-    else the equivalent of a message another turnkeeper writer appended."""
-    stored = message.metadata.get(ITEM_KEY)
-    if isinstance(stored, str):
-        return [jsonenc.loads(stored)]
-    if message.role is Role.TOOL:
-        call_id = message.tool_call_id or ""
-        return [{"type": "function_call_output", "call_id": call_id, "output": message.content}]
-    items: list[Any] = []
-    if message.content or not message.tool_calls:
-        items.append({"role": message.role.value, "content": message.content})
-    items.extend(_function_call(call) for call in message.tool_calls or ())
-    return items
-
-
-def _function_call(call: JSONObject) -> dict[str, Any]:
-    function = call.get("function") or {}
-    return {
-        "type": "function_call",
-        "call_id": call["id"],
-        "name": function.get("name", ""),
-        "arguments": function.get("arguments", ""),
-    }
-
-
-def _arguments(raw: Mapping[str, Any]) -> str:
-    value = raw.get("arguments", raw.get("input", ""))
-    return value if isinstance(value, str) else jsonenc.dumps(value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,13 @@ def to_openai(window: ContextWindow) -> list[dict[str, Any]]:
     take no name); assistant messages carry their `tool_calls` as stored, tool results their
     `tool_call_id`.
     """
-    return [_openai_message(message) for message in window.messages]
+    return openai_messages(window.messages)
+
+
+def openai_messages(entries: Iterable[ContextMessage]) -> list[dict[str, Any]]:
+    """Window entries (or entries made for a request that stores nothing) as OpenAI chat
+    `messages`, as `to_openai` renders a window's."""
+    return [_openai_message(message) for message in entries]
 
 
 def _openai_message(message: ContextMessage) -> dict[str, Any]:

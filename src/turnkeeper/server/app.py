@@ -37,6 +37,7 @@ from turnkeeper.server.routes import (
     messages,
     models,
     proxy,
+    responses,
     search,
     sessions,
     stats,
@@ -47,7 +48,7 @@ from turnkeeper.turns import ChatTurns
 
 ROUTERS = (
     sessions, branches, messages, search, context, stats, agents, chat, proxy, models,
-    conversations, anthropic, health,
+    conversations, responses, anthropic, health,
 )  # fmt: skip
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),

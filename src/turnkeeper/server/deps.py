@@ -199,3 +199,14 @@ async def get_attempt(
 
 
 AttemptDep = Annotated[Attempt, Depends(get_attempt)]
+
+SessionHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Turnkeeper-Session",
+        max_length=255,
+        description="Session id or key to remember in.",
+    ),
+]
+"""The session a provider-compatible request remembers in (the proxy, the Responses API, the
+Anthropic Messages API)."""

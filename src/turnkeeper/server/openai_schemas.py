@@ -100,3 +100,64 @@ class ItemList(BaseModel):
             last_id=items[-1]["id"] if items else None,
             has_more=has_more,
         )
+
+
+class ResponseCreate(_OpenAIRequest):
+    """OpenAI's `POST /responses` body. What a chat-completions model cannot be asked for
+    (hosted tools, non-text parts, `background`, …) is a 400 naming the field."""
+
+    model: str | None = Field(None, description="The upstream model (default: the configured).")
+    input: Any = Field(
+        description="A string (one user message) or a list of items: messages with text, "
+        "function calls, function call outputs."
+    )
+    instructions: str | None = Field(
+        None, description="A system message in front of the window, for this response only."
+    )
+    conversation: Any = Field(
+        None, description="A conversation's (session's) id, or {\"id\": …}: remember in it."
+    )
+    previous_response_id: str | None = Field(
+        None, max_length=300, description="Continue the session that response is in."
+    )
+    store: bool | None = Field(None, description="false: store nothing (default true).")
+    stream: bool | None = Field(None, description="Answer as server-sent Responses events.")
+    stream_options: dict[str, Any] | None = None
+    tools: list[Any] | None = Field(None, description="Function tools (no hosted tools).")
+    tool_choice: Any = Field(None, description="auto, none, required or a function tool.")
+    parallel_tool_calls: bool | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    max_output_tokens: int | None = Field(None, ge=1, description="The reply's token limit.")
+    text: Any = Field(None, description="`format` (text, json_schema, json_object), `verbosity`.")
+    reasoning: Any = Field(None, description="`effort` only.")
+    metadata: dict[str, Any] | None = Field(None, description="Up to 16 string pairs, echoed.")
+    include: list[str] | None = Field(None, description="Accepted; nothing more to include.")
+    truncation: Literal["auto", "disabled"] | None = Field(
+        None, description="Accepted: turnkeeper's strategy fits the window to its budget."
+    )
+    user: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    service_tier: str | None = None
+    background: bool | None = Field(None, description="Refused when true.")
+    prompt: Any = Field(None, description="Refused: stored prompts live on OpenAI's platform.")
+    max_tool_calls: int | None = Field(None, description="Refused: counts hosted tool calls.")
+    top_logprobs: int | None = Field(None, description="Refused.")
+    context_management: Any = Field(None, description="Refused.")
+
+
+class ResponseObject(BaseModel):
+    """OpenAI's `Response` (its other fields kept as the route gives them)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="resp_<session id>_<seq of the turn>; `store: false`: resp_<…>.")
+    object: Literal["response"] = "response"
+    created_at: int
+    status: str = Field(description="completed, incomplete (the reply hit its limit), …")
+    model: str
+    output: list[Item]
+    usage: dict[str, Any] | None
+    conversation: dict[str, Any] | None = Field(description="The session the turn is in.")

@@ -22,7 +22,7 @@ class TraceEntryPublic(BaseModel):
     role: str
     content: str
     tokens: int = Field(description="Tokens of the entry, as counted by the trace's encoding.")
-    kind: str = Field(description="message, marker, summary or pending.")
+    kind: str = Field(description="message, marker, summary, pending or instructions.")
     seq: int | None = Field(description="The stored message it renders (null: marker, summary).")
     author: str | None = None
     tool_calls: list[dict[str, Any]] | None = None

@@ -18,7 +18,7 @@ import functools
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Request
 
 from turnkeeper.anthropic_turns import (
     ANTHROPIC_WIRE,
@@ -31,7 +31,7 @@ from turnkeeper.config import ANTHROPIC_VARIABLES, Settings
 from turnkeeper.errors import Unsupported
 from turnkeeper.server.answers import answer, pass_through
 from turnkeeper.server.anthropic_schemas import MessagesRequest
-from turnkeeper.server.deps import AttemptDep, KeyScope
+from turnkeeper.server.deps import AttemptDep, KeyScope, SessionHeader
 from turnkeeper.server.problems import ANTHROPIC_ERRORS, anthropic_error, problem_for_error
 from turnkeeper.server.streaming import EVENT_SCHEMA, Chunks, relay, sse
 from turnkeeper.service import Turnkeeper
@@ -92,9 +92,7 @@ def create_message(
     turns: AnthropicTurns,
     scope: KeyScope,
     attempt: AttemptDep,
-    x_turnkeeper_session: Annotated[
-        str | None, Header(max_length=255, description="Session id or key to remember in.")
-    ] = None,
+    x_turnkeeper_session: SessionHeader = None,
 ) -> Any:
     """Anthropic's `POST /v1/messages`, with memory when a session is named. A retry (the
     Anthropic SDK's own, or a program's) stores each turn once: see `turnkeeper.turns`."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter
 
 from turnkeeper.callers import resolve_session
 from turnkeeper.server.answers import answer, pass_through
-from turnkeeper.server.deps import AttemptDep, Scope, Turns
+from turnkeeper.server.deps import AttemptDep, Scope, SessionHeader, Turns
 from turnkeeper.server.problems import OPENAI_ERRORS, openai_error, problem_for_error
 from turnkeeper.server.schemas import ProxyRequest
 from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, Chunks, relay, sse
@@ -58,9 +58,7 @@ def chat_completions(
     turns: Turns,
     scope: Scope,
     attempt: AttemptDep,
-    x_turnkeeper_session: Annotated[
-        str | None, Header(max_length=255, description="Session id or key to remember in.")
-    ] = None,
+    x_turnkeeper_session: SessionHeader = None,
 ) -> Any:
     """OpenAI's `POST /chat/completions`, with memory when a session is named. A retry (the
     OpenAI SDK's own, or a program's) stores each turn once: see `turnkeeper.turns`."""

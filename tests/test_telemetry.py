@@ -32,6 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tests.server.anthropic_upstream import AnthropicUpstream, make_anthropic_app
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
 
@@ -170,6 +171,27 @@ def otel_env(collector: Collector, **extra: str) -> dict[str, str]:
 # -- the service ----------------------------------------------------------------------------------
 
 
+def serve_traced(env: dict[str, str], database: Path) -> tuple[subprocess.Popen[str], str]:
+    """`turnkeeper serve` (keys off) in a process of its own, and its URL once it answers."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", "0",
+         "--db", f"sqlite:///{database}", "--log-level", "warning"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    banner = process.stderr.readline()
+    match = re.search(r"serving on (http://\S+)", banner)
+    assert match, banner
+    with httpx.Client(base_url=match.group(1), timeout=30) as client:
+        for _ in range(200):
+            try:
+                client.get("/readyz")
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+    return process, match.group(1)
+
+
 def test_the_service_sends_request_context_model_and_store_spans_to_the_collector(
     collector: Collector, fake_model: tuple[Upstream, str], tmp_path: Path
 ) -> None:
@@ -180,24 +202,9 @@ def test_the_service_sends_request_context_model_and_store_spans_to_the_collecto
         TURNKEEPER_LLM_MODEL="test-model",
         TURNKEEPER_LLM_MAX_RETRIES="0",
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "turnkeeper", "serve", "--no-auth", "--port", "0",
-         "--db", f"sqlite:///{tmp_path / 'served.db'}", "--log-level", "warning"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True,
-    )  # fmt: skip
+    process, url = serve_traced(env, tmp_path / "served.db")
     try:
-        assert process.stderr is not None
-        banner = process.stderr.readline()
-        match = re.search(r"serving on (http://\S+)", banner)
-        assert match, banner
-        url = match.group(1)
         with httpx.Client(base_url=url, timeout=30) as client:
-            for _ in range(200):
-                try:
-                    client.get("/readyz")
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.05)
             client.post("/v1/sessions", json={"key": "traced"})
             for n in range(6):
                 role = "user" if n % 2 == 0 else "assistant"
@@ -308,6 +315,59 @@ def test_the_service_sends_request_context_model_and_store_spans_to_the_collecto
         if s.trace_id == streaming.trace_id and s.attributes.get("db.operation.name") == "append_messages"
     ]  # fmt: skip
     assert len(stored) == 2  # the user's turn, then the reply with its trace
+
+
+def test_an_anthropic_upstream_call_is_named_anthropic_with_its_usage_in_the_conventions(
+    collector: Collector, tmp_path: Path
+) -> None:
+    model = AnthropicUpstream(cache_read=900, cache_creation=120)
+    with LiveServer(make_anthropic_app(model)) as upstream:
+        env = otel_env(
+            collector,
+            ANTHROPIC_BASE_URL=upstream.url,
+            ANTHROPIC_API_KEY="anthropic-secret",
+            TURNKEEPER_LLM_MAX_RETRIES="0",
+        )
+        process, url = serve_traced(env, tmp_path / "anthropic.db")
+        try:
+            ask = {"model": "claude-test", "max_tokens": 64}
+            headers = {"X-Turnkeeper-Session": "traced-anthropic"}
+            with httpx.Client(base_url=url, timeout=30, headers=headers) as client:
+                whole = client.post(
+                    "/v1/messages",
+                    json=ask | {"messages": [{"role": "user", "content": "Hello there"}]},
+                )
+                assert whole.status_code == 200, whole.text
+                streamed = client.post(
+                    "/v1/messages",
+                    json=ask | {"stream": True,
+                                "messages": [{"role": "user", "content": "And again"}]},
+                )  # fmt: skip
+                assert "event: message_stop" in streamed.text, streamed.text
+        finally:
+            process.terminate()
+            process.wait(timeout=20)
+            assert process.stderr is not None
+            process.stderr.close()
+
+    collector.wait_for(lambda: len(collector.named("chat claude-test")) == 2)
+    calls = collector.named("chat claude-test")
+    (call,) = [s for s in calls if s.attributes["gen_ai.request.stream"] is False]
+    (streaming,) = [s for s in calls if s.attributes["gen_ai.request.stream"] is True]
+    sent = whole.json()["usage"]
+    for span in (call, streaming):
+        assert span.attributes["gen_ai.provider.name"] == "anthropic"
+        assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 900
+        assert span.attributes["gen_ai.usage.cache_creation.input_tokens"] == 120
+        assert span.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+        assert span.attributes["server.port"] == int(upstream.url.rsplit(":", 1)[1])
+    # the conventions count the prompt cache's reads and writes as input; Anthropic does not
+    upstream_input = model.usage_for(model.requests[0], "")["input_tokens"]
+    assert call.attributes["gen_ai.usage.input_tokens"] == upstream_input + 900 + 120
+    assert call.attributes["gen_ai.usage.output_tokens"] == sent["output_tokens"]
+    assert call.attributes["gen_ai.response.id"].startswith("msg_")
+    # a stream's output count is its last `message_delta`'s, not `message_start`'s placeholder
+    assert streaming.attributes["gen_ai.usage.output_tokens"] > 1
 
 
 # -- the library ------------------------------------------------------------------------------

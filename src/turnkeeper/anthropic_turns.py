@@ -40,7 +40,11 @@ API_VERSION = "2023-06-01"
 """The `anthropic-version` turnkeeper speaks to its Anthropic upstream."""
 
 ANTHROPIC_MESSAGES = ChatAPI(
-    "/v1/messages", lambda key: {"x-api-key": key}, "content", {"anthropic-version": API_VERSION}
+    "/v1/messages",
+    lambda key: {"x-api-key": key},
+    "content",
+    {"anthropic-version": API_VERSION},
+    provider="anthropic",
 )
 """Anthropic's Messages API, under the configured `anthropic_base_url`."""
 

@@ -212,6 +212,14 @@ class UpstreamError(TurnkeeperError):
         self.retry_after = retry_after
         self.unreachable = unreachable
 
+    @property
+    def refused(self) -> bool:
+        """The upstream answered that the request itself is wrong (a 4xx other than a timeout,
+        a conflict or a rate limit): the same request again gets the same answer."""
+        return self.status is not None and 400 <= self.status < 500 and self.status not in (
+            408, 409, 429,
+        )  # fmt: skip
+
 
 class UpstreamTimeout(UpstreamError):
     """The upstream model did not answer within `llm_timeout`."""

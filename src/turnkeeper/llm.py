@@ -106,6 +106,8 @@ class ChatAPI:
     key_headers: Callable[[str], dict[str, str]]
     answer_list: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    provider: str = "openai"
+    """Whose API it is, as traces name it (`gen_ai.provider.name`)."""
 
 
 def _bearer(key: str) -> dict[str, str]:
@@ -179,7 +181,7 @@ class LLMClient:
 
     def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A whole chat completion: the upstream's JSON object, as it sent it."""
-        call = telemetry.chat_call(body, self.base_url, stream=False)
+        call = telemetry.chat_call(body, self.base_url, stream=False, provider=self.api.provider)
         try:
             data = self._with_retries(lambda: self._complete_once(body))
         except BaseException as exc:
@@ -193,7 +195,7 @@ class LLMClient:
         """Open a streaming completion. Returns once the upstream has accepted the request
         (so a refusal or an unreachable endpoint is raised here, before anything is sent to
         the caller); iterate the result for the chunks and close it when done."""
-        call = telemetry.chat_call(body, self.base_url, stream=True)
+        call = telemetry.chat_call(body, self.base_url, stream=True, provider=self.api.provider)
         try:
             opened = self._with_retries(lambda: self._stream_once(body))
         except BaseException as exc:

@@ -61,8 +61,9 @@ SERVICE_NAME = "turnkeeper"
 """`service.name` unless `OTEL_SERVICE_NAME` (or `OTEL_RESOURCE_ATTRIBUTES`) names another."""
 
 PROVIDER_NAME = "openai"
-"""`gen_ai.provider.name` of an upstream call: every upstream speaks OpenAI's chat API, which is
-what the attribute discriminates (the model and `server.address` say whose server it is)."""
+"""`gen_ai.provider.name` of an upstream call unless its client says otherwise: every upstream
+but Anthropic's speaks OpenAI's chat API, which is what the attribute discriminates (the model
+and `server.address` say whose server it is)."""
 
 log = get_logger("turnkeeper.telemetry")
 
@@ -365,16 +366,22 @@ class ChatCall:
         """What a stream chunk, or a whole completion, says of the response: the model, the
         id, finish reasons and usage (OpenAI's `usage` in the conventions' names)."""
         made = self._span
-        if chunk.get("model"):
-            made.set_attribute("gen_ai.response.model", str(chunk["model"]))
-        if chunk.get("id"):
-            made.set_attribute("gen_ai.response.id", str(chunk["id"]))
-        usage = chunk.get("usage")
+        message = chunk.get("message")  # Anthropic's `message_start` event carries the message
+        described = message if isinstance(message, Mapping) else chunk
+        if described.get("model"):
+            made.set_attribute("gen_ai.response.model", str(described["model"]))
+        if described.get("id"):
+            made.set_attribute("gen_ai.response.id", str(described["id"]))
+        usage = described.get("usage")
         if isinstance(usage, Mapping):
             made.set_attributes(_usage_attributes(usage))
         for choice in chunk.get("choices") or ():
             if isinstance(choice, Mapping) and choice.get("finish_reason"):
                 self._finish_reasons.append(str(choice["finish_reason"]))
+        delta = chunk.get("delta")  # Anthropic: a whole message's, or `message_delta`'s
+        stopped = (delta if isinstance(delta, Mapping) else chunk).get("stop_reason")
+        if stopped:
+            self._finish_reasons.append(str(stopped))
 
     answered = chunk
 
@@ -393,6 +400,34 @@ class ChatCall:
 
 
 def _usage_attributes(usage: Mapping[str, Any]) -> dict[str, int]:
+    """A `usage` object, OpenAI's or Anthropic's, in the GenAI conventions' names."""
+    if "prompt_tokens" in usage or "completion_tokens" in usage:
+        return _openai_usage(usage)
+    return _anthropic_usage(usage)
+
+
+def _anthropic_usage(usage: Mapping[str, Any]) -> dict[str, int]:
+    """Anthropic's `usage`: its `input_tokens` leaves out the prompt cache's reads and writes,
+    which the conventions count as input, so they are added back. A stream's `message_delta`
+    may carry only the output so far: what is absent is left as an earlier event set it."""
+    counts = {key: value for key, value in usage.items() if isinstance(value, int)}
+    found: dict[str, int] = {}
+    if "output_tokens" in counts:
+        found["gen_ai.usage.output_tokens"] = counts["output_tokens"]
+    for key, name in (
+        ("cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens"),
+        ("cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+    ):
+        if key in counts:
+            found[name] = counts[key]
+    if "input_tokens" in counts:
+        cached = counts.get("cache_read_input_tokens", 0)
+        written = counts.get("cache_creation_input_tokens", 0)
+        found["gen_ai.usage.input_tokens"] = counts["input_tokens"] + cached + written
+    return found
+
+
+def _openai_usage(usage: Mapping[str, Any]) -> dict[str, int]:
     """OpenAI's `usage` in the GenAI conventions' names (cached and reasoning tokens too)."""
     found: dict[str, int] = {}
     for key, name in (
@@ -411,7 +446,9 @@ def _usage_attributes(usage: Mapping[str, Any]) -> dict[str, int]:
     return found
 
 
-def chat_call(body: Mapping[str, Any], base_url: str, *, stream: bool) -> ChatCall | Untraced:
+def chat_call(
+    body: Mapping[str, Any], base_url: str, *, stream: bool, provider: str = PROVIDER_NAME
+) -> ChatCall | Untraced:
     """Start the CLIENT span of a call to `base_url` with the request `body` (not current:
     a stream's span ends on another thread). End it with `end` or `failed`."""
     found = tracer()
@@ -423,8 +460,8 @@ def chat_call(body: Mapping[str, Any], base_url: str, *, stream: bool) -> ChatCa
     address = urlsplit(base_url)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": PROVIDER_NAME,
-        "gen_ai.system": PROVIDER_NAME,  # the attribute's name before semconv 1.37
+        "gen_ai.provider.name": provider,
+        "gen_ai.system": provider,  # the attribute's name before semconv 1.37
         "gen_ai.request.stream": stream,
         "server.address": address.hostname or "",
     }

@@ -527,6 +527,23 @@ def test_a_failing_upstream_keeps_the_turn_and_says_so_in_anthropics_shape(
     assert [role for role, _ in stored(client, "down")] == ["user", "assistant"]
 
 
+def test_an_upstream_refusal_tells_the_client_not_to_retry_it(
+    service: Service, claude_upstream: AnthropicUpstream
+) -> None:
+    claude_upstream.mode = "refuse"  # a 400: the same request gets the same answer
+    with (
+        claude_for(service, max_retries=2) as retrying,
+        pytest.raises(anthropic.InternalServerError) as caught,
+    ):
+        retrying.messages.create(
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "Too long?"}],
+            extra_headers=remembering("refused-upstream"),
+        )  # fmt: skip
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert "max_tokens" in caught.value.body["error"]["message"]  # type: ignore[index]
+    assert len(claude_upstream.requests) == 1  # the SDK did not send it again
+
+
 def test_a_stream_broken_off_ends_with_an_error_event_and_stores_no_reply(
     claude: anthropic.Anthropic, client: httpx.Client, claude_upstream: AnthropicUpstream
 ) -> None:

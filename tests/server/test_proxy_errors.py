@@ -91,6 +91,21 @@ def test_a_refusal_is_not_retried(llm: openai.OpenAI, upstream: Upstream) -> Non
     assert len(upstream.requests) == 1
 
 
+def test_a_refusal_tells_the_client_not_to_retry_it(service: Service, upstream: Upstream) -> None:
+    upstream.mode = "refuse"
+    with (
+        openai.OpenAI(
+            base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=2, timeout=10
+        ) as retrying,
+        pytest.raises(openai.InternalServerError) as caught,
+    ):
+        retrying.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Hi"}], extra_headers=REMEMBER
+        )
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert len(upstream.requests) == 1  # the SDK did not send it again
+
+
 def test_a_stream_that_breaks_ends_with_an_openai_error_chunk(
     service: Service, upstream: Upstream
 ) -> None:

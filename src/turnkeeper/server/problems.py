@@ -275,6 +275,9 @@ def _request_id(request: Request) -> str | None:
 def headers_for(status: int, error: Exception | None = None) -> dict[str, str] | None:
     if isinstance(error, UpstreamError) and error.retry_after:
         return {"Retry-After": error.retry_after}
+    if isinstance(error, UpstreamError) and error.refused:
+        # a 502 the SDKs would retry: the upstream refused the request, and would again
+        return {"x-should-retry": "false"}
     if isinstance(error, TurnInProgress | TooManyRequests):
         return {"Retry-After": str(error.retry_after)}
     if status == 401:

@@ -181,12 +181,7 @@ class LLMClient:
 
     def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A whole chat completion: the upstream's JSON object, as it sent it."""
-        call = telemetry.chat_call(body, self.base_url, stream=False, provider=self.api.provider)
-        try:
-            data = self._with_retries(lambda: self._complete_once(body))
-        except BaseException as exc:
-            call.failed(exc)
-            raise
+        call, data = self._traced(body, False, lambda: self._complete_once(body))
         call.answered(data)
         call.end()
         return data
@@ -195,14 +190,21 @@ class LLMClient:
         """Open a streaming completion. Returns once the upstream has accepted the request
         (so a refusal or an unreachable endpoint is raised here, before anything is sent to
         the caller); iterate the result for the chunks and close it when done."""
-        call = telemetry.chat_call(body, self.base_url, stream=True, provider=self.api.provider)
-        try:
-            opened = self._with_retries(lambda: self._stream_once(body))
-        except BaseException as exc:
-            call.failed(exc)
-            raise
+        call, opened = self._traced(body, True, lambda: self._stream_once(body))
         opened.traced = call
         return opened
+
+    def _traced(
+        self, body: Mapping[str, Any], stream: bool, call: Callable[[], T]
+    ) -> tuple[telemetry.ChatCall | telemetry.Untraced, T]:
+        """`call` with its retries, in the call's span (which fails with it), and the span, for
+        the caller to end when the answer is whole."""
+        span = telemetry.chat_call(body, self.base_url, stream=stream, provider=self.api.provider)
+        try:
+            return span, self._with_retries(call)
+        except BaseException as exc:
+            span.failed(exc)
+            raise
 
     def models(self) -> list[dict[str, Any]] | None:
         """The upstream's models (`GET {base_url}/models`: its `data`, each entry as the
@@ -217,10 +219,7 @@ class LLMClient:
                 self._observe("ok", _since(started))
                 return None
             _raise_for_status(response)
-            try:
-                data = response.json()
-            except ValueError:
-                raise UpstreamError("the upstream answered with a body that is not JSON") from None
+            data = _json(response)
             if not isinstance(data, dict) or not isinstance(data.get("data"), list):
                 raise UpstreamError("the upstream's model list has no `data` list")
         self._observe("ok", _since(started))
@@ -231,10 +230,7 @@ class LLMClient:
         with self._failures(started):
             response = self._http.post(self.api.path, json=dict(body, stream=False))
             _raise_for_status(response)
-            try:
-                data = response.json()
-            except ValueError:
-                raise UpstreamError("the upstream answered with a body that is not JSON") from None
+            data = _json(response)
             wanted = self.api.answer_list
             if not isinstance(data, dict) or not isinstance(data.get(wanted), list):
                 raise UpstreamError(f"the upstream's answer has no `{wanted}` list")
@@ -272,6 +268,14 @@ class LLMClient:
 
 def _since(started: float) -> float:
     return time.perf_counter() - started
+
+
+def _json(response: httpx.Response) -> Any:
+    """The body of an answer, which must be JSON (`UpstreamError` if it is not)."""
+    try:
+        return response.json()
+    except ValueError:
+        raise UpstreamError("the upstream answered with a body that is not JSON") from None
 
 
 def _raise_for_status(response: httpx.Response) -> None:

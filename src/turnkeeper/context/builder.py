@@ -210,8 +210,23 @@ class ContextBuilder:
 
     def _render(self, message: Message) -> ContextMessage:
         """A stored message as a window entry, counted with the target tokenizer."""
+        recount = self.counter.encoding != self.stored_encoding
+        return self._entry(message, recount=recount, seq=message.seq)
+
+    def _render_pending(self, draft: MessageDraft) -> ContextMessage:
+        return self._entry(draft, recount=True, kind="pending")
+
+    def _entry(
+        self,
+        message: Message | MessageDraft,
+        *,
+        recount: bool,
+        seq: int | None = None,
+        kind: str = "message",
+    ) -> ContextMessage:
+        """`message` as a window entry: its own count, or (`recount`) the target tokenizer's."""
         tokens = message.tokens
-        if self.counter.encoding != self.stored_encoding:
+        if recount:
             tokens = self.counter.count_message(
                 message.role,
                 message.content,
@@ -223,30 +238,11 @@ class ContextBuilder:
             role=message.role,
             content=message.content,
             tokens=tokens,
-            seq=message.seq,
+            kind=kind,
+            seq=seq,
             message_id=message.id,
             author=message.author,
             tool_calls=message.tool_calls,
             tool_call_id=message.tool_call_id,
             internal=message.internal,
-        )
-
-    def _render_pending(self, draft: MessageDraft) -> ContextMessage:
-        tokens = self.counter.count_message(
-            draft.role,
-            draft.content,
-            name=wire_name(draft.role, draft.author),
-            tool_calls=draft.tool_calls,
-            tool_call_id=draft.tool_call_id,
-        )
-        return ContextMessage(
-            role=draft.role,
-            content=draft.content,
-            tokens=tokens,
-            kind="pending",
-            message_id=draft.id,
-            author=draft.author,
-            tool_calls=draft.tool_calls,
-            tool_call_id=draft.tool_call_id,
-            internal=draft.internal,
         )

@@ -8,7 +8,7 @@ from the newest on demand, through the store's `(session_id, seq)` index.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from turnkeeper.storage.base import Store, message_seq_runs, read_messages_at
@@ -58,7 +58,33 @@ class History(Protocol):
         ...
 
 
-class StoreHistory:
+class _Reads:
+    """What every `History` keeps for the report: the session's message count and the seqs
+    read so far."""
+
+    def __init__(self, messages_in_store: int) -> None:
+        self._count = messages_in_store
+        self._loaded: set[int] = set()
+
+    @property
+    def messages_in_store(self) -> int:
+        return self._count
+
+    @property
+    def messages_loaded(self) -> int:
+        return len(self._loaded)
+
+    def _remember(self, messages: Iterable[Message]) -> list[Message]:
+        """`messages`, as a list, noted as read."""
+        read = list(messages)
+        self._loaded.update(message.seq for message in read)
+        return read
+
+    def loaded_seqs(self) -> SeqRanges:
+        return SeqRanges.of(self._loaded)
+
+
+class StoreHistory(_Reads):
     """A `History` backed by a store; pages of `page_size` messages, newest first."""
 
     def __init__(
@@ -74,27 +100,13 @@ class StoreHistory:
         """`version`: the session's version when it was read for this build (its
         `messages_in_store` too), so that a cache answers for that version without reading
         the session row again (`read_messages_at`)."""
+        super().__init__(messages_in_store)
         self._store = store
         self._version = version
         self._session_id = session_id
-        self._count = messages_in_store
         self._include_internal = include_internal
         self._page_size = max(1, page_size)
-        self._loaded: dict[int, Message] = {}
         self._tail_floor: int | None = None  # every message from here to the newest is loaded
-
-    @property
-    def messages_in_store(self) -> int:
-        return self._count
-
-    @property
-    def messages_loaded(self) -> int:
-        return len(self._loaded)
-
-    def _remember(self, messages: Sequence[Message]) -> list[Message]:
-        for message in messages:
-            self._loaded[message.seq] = message
-        return list(messages)
 
     def head(self) -> Message | None:
         first = read_messages_at(
@@ -159,9 +171,6 @@ class StoreHistory:
             self._session_id, before_seq=seq, include_internal=self._include_internal
         )
 
-    def loaded_seqs(self) -> SeqRanges:
-        return SeqRanges.of(self._loaded)
-
     def unread_seqs(self) -> SeqRanges:
         """The gaps below the newest message read. A whole view's seqs have no gaps (they
         run from 1 to `last_seq`), so when the gaps hold as many seqs as there are unread
@@ -184,42 +193,25 @@ class StoreHistory:
         return held - loaded
 
 
-class ListHistory:
+class ListHistory(_Reads):
     """A `History` over messages already in memory (tests, imports, previews)."""
 
     def __init__(self, messages: Sequence[Message], *, messages_in_store: int | None = None):
         self._messages = sorted(messages, key=lambda message: message.seq)
-        self._count = len(self._messages) if messages_in_store is None else messages_in_store
-        self._loaded: set[int] = set()
-
-    @property
-    def messages_in_store(self) -> int:
-        return self._count
-
-    @property
-    def messages_loaded(self) -> int:
-        return len(self._loaded)
+        super().__init__(len(self._messages) if messages_in_store is None else messages_in_store)
 
     def head(self) -> Message | None:
-        if not self._messages:
-            return None
-        self._loaded.add(self._messages[0].seq)
-        return self._messages[0]
+        return self._remember(self._messages[:1])[0] if self._messages else None
 
     def newest_first(self) -> Iterator[Message]:
         for message in reversed(self._messages):
-            self._loaded.add(message.seq)
-            yield message
+            yield from self._remember([message])
 
     def chronological(self) -> list[Message]:
-        self._loaded.update(message.seq for message in self._messages)
-        return list(self._messages)
+        return self._remember(self._messages)
 
     def count_before(self, seq: int) -> int:
         return bisect_left(self._messages, seq, key=lambda message: message.seq)
-
-    def loaded_seqs(self) -> SeqRanges:
-        return SeqRanges.of(self._loaded)
 
     def unread_seqs(self) -> SeqRanges:
         return SeqRanges.of(m.seq for m in self._messages if m.seq not in self._loaded)

@@ -34,20 +34,18 @@ import inspect
 import itertools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from turnkeeper.apikeys import ApiKeys
 from turnkeeper.config import Settings
-from turnkeeper.context.strategies import Strategies, Strategy
+from turnkeeper.context.strategies import Strategies
 from turnkeeper.service.agents import Agents
-from turnkeeper.service.core import MAX_PAGE
+from turnkeeper.service.core import MAX_PAGE, Through
 from turnkeeper.service.facade import Turnkeeper
 from turnkeeper.service.transfer import Transfer
 from turnkeeper.storage import backend_for
 from turnkeeper.storage.base import ApiKeyStore, Store
 from turnkeeper.tokens import TokenCounter
-from turnkeeper.types import ApiKey, MessageDraft, NewMessage, StrategyName
 
 __all__ = ["AsyncAgents", "AsyncApiKeys", "AsyncTransfer", "AsyncTurnkeeper", "Workers"]
 
@@ -197,6 +195,16 @@ class OffloadIterator(Generic[P, S]):
         return _like(offloaded, operation)
 
 
+class Plain(Through[Callable[P, R]], Generic[P, R]):
+    """A sync operation that touches no store, as a plain call on the face: the `sync`
+    object's own bound method (`now = Plain(Turnkeeper.now)`), not awaited."""
+
+    def __init__(self, operation: Callable[Concatenate[Any, P], R]) -> None:
+        super().__init__("sync")
+        self.name = operation.__name__
+        self.__doc__ = operation.__doc__
+
+
 def _next_page(items: Iterator[S]) -> list[S]:
     return list(itertools.islice(items, MAX_PAGE))
 
@@ -234,18 +242,12 @@ class AsyncTransfer(Face[Transfer], mirrors=Transfer):
 class AsyncApiKeys(Face[ApiKeys], mirrors=ApiKeys, plain={"remembered"}):
     """`tk.keys` of an `AsyncTurnkeeper`: `ApiKeys`, awaited."""
 
-    @property
-    def store(self) -> ApiKeyStore:
-        return self.sync.store
-
+    store = Through[ApiKeyStore]("sync")
     create = Offload(ApiKeys.create)
     verify = Offload(ApiKeys.verify)
     list_keys = Offload(ApiKeys.list_keys)
     revoke = Offload(ApiKeys.revoke)
-
-    def remembered(self, token: str) -> ApiKey | None:
-        """`ApiKeys.remembered`: a look in the verified keys, no store read, so not awaited."""
-        return self.sync.remembered(token)
+    remembered = Plain(ApiKeys.remembered)  # a look in the verified keys, no store read
 
 
 class AsyncTurnkeeper(Face[Turnkeeper], mirrors=Turnkeeper, plain={"now", "budget_for", "draft"}):
@@ -278,49 +280,14 @@ class AsyncTurnkeeper(Face[Turnkeeper], mirrors=Turnkeeper, plain={"now", "budge
 
     # -- what needs no store: plain attributes and calls, as on `Turnkeeper` -----------------
 
-    @property
-    def store(self) -> Store:
-        return self.sync.store
-
-    @property
-    def settings(self) -> Settings:
-        return self.sync.settings
-
-    @property
-    def encoding(self) -> str:
-        """Encoding the stored token counts were made with (fixed when the database was made)."""
-        return self.sync.encoding
-
-    @property
-    def counter(self) -> TokenCounter:
-        """The tokenizer stored counts are made with."""
-        return self.sync.counter
-
-    def now(self) -> datetime:
-        """The current time as this service sees it (its clock decides expiry)."""
-        return self.sync.now()
-
-    @property
-    def strategies(self) -> Strategies:
-        """The context strategies the service knows by name (`Turnkeeper.strategies`)."""
-        return self.sync.strategies
-
-    def budget_for(
-        self,
-        strategy: Strategy | StrategyName | str,
-        *,
-        budget_tokens: int | None,
-        reserved_tokens: int | None,
-        model: str,
-    ) -> int:
-        """`Turnkeeper.budget_for`: the token budget of a build."""
-        return self.sync.budget_for(
-            strategy, budget_tokens=budget_tokens, reserved_tokens=reserved_tokens, model=model
-        )
-
-    def draft(self, message: NewMessage) -> MessageDraft:
-        """`Turnkeeper.draft`: validate a message and count its tokens."""
-        return self.sync.draft(message)
+    store = Through[Store]("sync")
+    settings = Through[Settings]("sync")
+    encoding = Through[str]("sync")
+    counter = Through[TokenCounter]("sync")
+    strategies = Through[Strategies]("sync")
+    now = Plain(Turnkeeper.now)
+    budget_for = Plain(Turnkeeper.budget_for)
+    draft = Plain(Turnkeeper.draft)
 
     # -- sessions ---------------------------------------------------------------------------
 

@@ -9,9 +9,10 @@ contract is visible in one file; `Turnkeeper` (`facade`) holds the parts.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from turnkeeper.config import Settings
 from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
@@ -28,6 +29,9 @@ SessionRef = Session | str
 
 MAX_PAGE = 1000
 """The largest page `list_sessions` returns."""
+
+T = TypeVar("T")
+E = TypeVar("E", bound=enum.Enum)
 
 
 def utcnow() -> datetime:
@@ -55,10 +59,57 @@ def agent_name(field: str, value: str) -> str:
     return name
 
 
+def one_of(field: str, value: E | str, kind: type[E]) -> E:
+    """`value` as a member of the enum `kind`; else `InvalidInput` naming the members (the
+    listings' filters: a role, a status)."""
+    try:
+        return kind(value)
+    except ValueError:
+        names = ", ".join(str(member.value) for member in kind)
+        raise InvalidInput(field, f"unknown {field} {value!r}; use {names}") from None
+
+
+def at_most(field: str, value: int, most: int) -> int:
+    """`value` unless it is above `most`, the deepest a listing pages (`InvalidInput`)."""
+    if value > most:
+        raise InvalidInput(field, f"must be at most {most}, got {value}")
+    return value
+
+
 def refuse_expired(session: Session) -> None:
     """Raise `SessionExpired` for an expired session (it is never live again)."""
     if session.status is SessionStatus.EXPIRED:
         raise SessionExpired(session.id, to_ts_or_none(session.expires_at) or "")
+
+
+class Through(Generic[T]):
+    """A read-only attribute of a facade that is the same attribute of one of its parts:
+    `store = Through[Store]("_core")` makes `tk.store` read `tk._core.store`. The facades
+    (`Turnkeeper`, the async face) show their parts' attributes as their own with one line
+    each, where a property apiece would repeat the same three lines."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if self.name and self.name != name:
+            raise TypeError(f"{owner.__name__}.{name} must name the {self.name} it reads")
+        self.name = name
+
+    @overload
+    def __get__(self, facade: None, owner: type) -> Through[T]: ...
+
+    @overload
+    def __get__(self, facade: object, owner: type) -> T: ...
+
+    def __get__(self, facade: object | None, owner: type) -> Any:
+        if facade is None:
+            return self
+        return getattr(getattr(facade, self.part), self.name)
+
+    def __set__(self, facade: object, value: object) -> None:
+        raise AttributeError(f"{self.name} is read-only: it is the {self.part}'s")
 
 
 class AgentPositions(Protocol):

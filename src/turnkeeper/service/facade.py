@@ -31,7 +31,7 @@ from turnkeeper.context.strategies import Strategies
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.branches import Branches
-from turnkeeper.service.core import Core, utcnow
+from turnkeeper.service.core import Core, Through, utcnow
 from turnkeeper.service.digest import Digest
 from turnkeeper.service.messages import Messages
 from turnkeeper.service.search import Search
@@ -86,29 +86,15 @@ class Turnkeeper:
         self.transfer = Transfer(self)
         """JSONL export and import, and the expiry sweep."""
 
-    @property
-    def store(self) -> Store:
-        return self._core.store
-
-    @property
-    def settings(self) -> Settings:
-        return self._core.settings
-
-    @property
-    def encoding(self) -> str:
-        """Encoding the stored token counts were made with (fixed when the database was made)."""
-        return self._core.encoding
-
-    @property
-    def counter(self) -> TokenCounter:
-        """The tokenizer stored counts are made with."""
-        return self._core.counter
-
-    @property
-    def strategies(self) -> Strategies:
-        """The context strategies this service knows by name: the built-ins, and any
-        registered (`tk.strategies.register(MyStrategy())`)."""
-        return self._windows.strategies
+    store = Through[Store]("_core")
+    settings = Through[Settings]("_core")
+    encoding = Through[str]("_core")
+    """Encoding the stored token counts were made with (fixed when the database was made)."""
+    counter = Through[TokenCounter]("_core")
+    """The tokenizer stored counts are made with."""
+    strategies = Through[Strategies]("_windows")
+    """The context strategies this service knows by name: the built-ins, and any
+    registered (`tk.strategies.register(MyStrategy())`)."""
 
     @cached_property
     def keys(self) -> ApiKeys:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from turnkeeper.errors import InvalidInput
-from turnkeeper.service.core import Core, SessionRef
+from turnkeeper.service.core import Core, SessionRef, at_most, one_of
 from turnkeeper.storage.base import require
 from turnkeeper.storage.search import SearchFilter, SearchHit, SearchStore, parse_query
 from turnkeeper.types import Role
@@ -48,23 +48,14 @@ class Search:
         the filters narrow to one session (id, or key in `project` or the default project),
         role, author, session kind, and `since <= created_at < until`."""
         parsed = parse_query(query)
-        check_positive("limit", limit)
-        if limit > MAX_SEARCH_PAGE:
-            raise InvalidInput("limit", f"must be at most {MAX_SEARCH_PAGE}, got {limit}")
-        check_non_negative("offset", offset)
-        if offset > MAX_SEARCH_OFFSET:
-            raise InvalidInput("offset", f"must be at most {MAX_SEARCH_OFFSET}, got {offset}")
+        at_most("limit", check_positive("limit", limit), MAX_SEARCH_PAGE)
+        at_most("offset", check_non_negative("offset", offset), MAX_SEARCH_OFFSET)
         for name, moment in (("since", since), ("until", until)):
             if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
                 raise InvalidInput(name, "must be a date and time with a time zone")
         if since is not None and until is not None and until <= since:
             raise InvalidInput("until", "must be later than since")
-        if role is not None:
-            try:
-                role = Role(role)
-            except ValueError:
-                names = ", ".join(r.value for r in Role)
-                raise InvalidInput("role", f"unknown role {role!r}; use {names}") from None
+        role = None if role is None else one_of("role", role, Role)
         scope = check_name("project", project)
         where = SearchFilter(
             project=scope,

@@ -12,7 +12,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from turnkeeper.errors import InvalidInput, SessionNotFound
-from turnkeeper.service.core import MAX_PAGE, AgentPositions, Core, SessionRef, refuse_expired
+from turnkeeper.service.core import (
+    MAX_PAGE,
+    AgentPositions,
+    Core,
+    SessionRef,
+    at_most,
+    one_of,
+    refuse_expired,
+)
 from turnkeeper.storage.base import AdminStore, require
 from turnkeeper.types import (
     UNSET,
@@ -136,15 +144,8 @@ class Sessions:
 
         `search` matches sessions whose key, subject or title contains it (case-insensitive);
         the other filters match exactly."""
-        check_positive("limit", limit)
-        if limit > MAX_PAGE:
-            raise InvalidInput("limit", f"must be at most {MAX_PAGE}, got {limit}")
-        if status is not None:
-            try:
-                status = SessionStatus(status)
-            except ValueError:
-                names = ", ".join(s.value for s in SessionStatus)
-                raise InvalidInput("status", f"unknown status {status!r}; use {names}") from None
+        at_most("limit", check_positive("limit", limit), MAX_PAGE)
+        status = None if status is None else one_of("status", status, SessionStatus)
         where = SessionFilter(
             project=check_name("project", project),
             subject=subject,

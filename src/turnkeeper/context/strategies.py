@@ -90,13 +90,20 @@ class Strategy:
     ) -> tuple[int, int]:
         """The build's token limit and the part of it reserved (the window gets the rest).
 
-        By default: `budget_tokens`, else the `budget_tokens` setting, else `budget_ratio` ×
-        the model's context window; `reserved_tokens` (or nothing) reserved."""
+        `budget_tokens`, else the strategy's `default_budget`; `reserved_tokens`, else the
+        default reserve, which belongs to the default budget: a caller who gives
+        `budget_tokens` without `reserved_tokens` has nothing reserved."""
+        default_limit, default_reserve = self.default_budget(settings, model)
+        limit = budget_tokens or default_limit
+        reserve = default_reserve if budget_tokens is None else 0
+        return limit, reserve if reserved_tokens is None else reserved_tokens
+
+    def default_budget(self, settings: Settings, model: str) -> tuple[int, int]:
+        """The limit and the reserve of a build whose caller gives no budget: by default the
+        `budget_tokens` setting, else `budget_ratio` × the model's context window, with
+        nothing reserved."""
         window = context_window_for_model(model, settings.default_context_window)
-        limit = (
-            budget_tokens or settings.budget_tokens or math.floor(window * settings.budget_ratio)
-        )
-        return limit, reserved_tokens or 0
+        return settings.budget_tokens or math.floor(window * settings.budget_ratio), 0
 
     def select(self, turns: Turns, budget: int, build: Build) -> Selection:
         """The window's entries for `turns` within `budget` tokens (reply priming included)."""
@@ -170,20 +177,9 @@ class Truncate(Strategy):
 
     name = StrategyName.TRUNCATE
 
-    def budget_rule(
-        self,
-        settings: Settings,
-        *,
-        budget_tokens: int | None,
-        reserved_tokens: int | None,
-        model: str,
-    ) -> tuple[int, int]:
-        """`budget_tokens`, else `max_context_tokens`; the default reserve
-        (`reserved_tokens` setting) belongs to the default budget: a caller who gives
-        `budget_tokens` without `reserved_tokens` has nothing reserved."""
-        limit = budget_tokens or settings.max_context_tokens
-        default_reserve = settings.reserved_tokens if budget_tokens is None else 0
-        return limit, default_reserve if reserved_tokens is None else reserved_tokens
+    def default_budget(self, settings: Settings, model: str) -> tuple[int, int]:
+        """`max_context_tokens`, with the `reserved_tokens` setting reserved."""
+        return settings.max_context_tokens, settings.reserved_tokens
 
     def select(self, turns: Turns, budget: int, build: Build) -> Selection:
         opening = turns.opening()

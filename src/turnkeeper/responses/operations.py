@@ -64,7 +64,7 @@ class Responses:
         """Answer the request: the response, whole."""
         if not request.store:
             completion = self.turns.llm.complete(self._unstored_body(request, project, session))
-            return self._unstored(request, Reply.from_completion(completion))
+            return self._unstored(request, Reply.from_completion(completion), _fresh_ids())
         prepared = self._prepare(request, project, session, attempt)
         result = self.turns.complete(prepared)
         finish = (result.completion.get("choices") or [{}])[0].get("finish_reason")
@@ -82,7 +82,7 @@ class Responses:
         or cannot be reached, before any event)."""
         if not request.store:
             upstream = self.turns.llm.stream(self._unstored_body(request, project, session))
-            head_id, reply_id = f"{PREFIX}{uuid.uuid4().hex}", f"msg_{uuid.uuid4().hex}"
+            head_id, reply_id = ids = _fresh_ids()
             head = response_object(
                 head_id, created_at=utcnow(), output=[], usage=None, request=request.body,
                 model=self.turns.model_for(TurnOptions(model=request.model)), conversation=None,
@@ -92,7 +92,7 @@ class Responses:
                 head,
                 reply_id,
                 upstream,
-                lambda reply: self._unstored(request, reply, head_id, reply_id),
+                lambda reply: self._unstored(request, reply, ids),
             )
         prepared = self._prepare(request, project, session, attempt)
         turn_stream = self.turns.stream(prepared)
@@ -218,20 +218,23 @@ class Responses:
         return {"model": model, **request.upstream, "messages": [*front, *history, *pending]}
 
     def _unstored(
-        self,
-        request: ResponseRequest,
-        reply: Reply,
-        id: str | None = None,
-        item_id: str | None = None,
+        self, request: ResponseRequest, reply: Reply, ids: tuple[str, str]
     ) -> dict[str, Any]:
+        """The whole response that stores nothing; `ids`: its own and its reply item's."""
         status, incomplete = status_of(reply.finish_reason)
         return response_object(
-            id or f"{PREFIX}{uuid.uuid4().hex}", created_at=utcnow(),
+            ids[0], created_at=utcnow(),
             model=reply.model or self.turns.model_for(TurnOptions(model=request.model)),
-            output=reply_items(item_id or f"msg_{uuid.uuid4().hex}", reply.content, reply.tool_calls),
+            output=reply_items(ids[1], reply.content, reply.tool_calls),
             usage=reply.usage, request=request.body, conversation=None, status=status,
             incomplete=incomplete,
         )  # fmt: skip
+
+
+def _fresh_ids() -> tuple[str, str]:
+    """The ids of a response that stores nothing, and of its reply item: nothing names them, so
+    they are random (a stored response's id names its turn)."""
+    return f"{PREFIX}{uuid.uuid4().hex}", f"msg_{uuid.uuid4().hex}"
 
 
 def _entry(message: NewMessage) -> ContextMessage:

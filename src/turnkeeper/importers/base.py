@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
 from turnkeeper.storage.base import Store, TransferStore, require
-from turnkeeper.types import JSONObject, Message, MessageDraft, NewMessage, Session, SessionStatus
+from turnkeeper.types import Message, MessageDraft, NewMessage, Session
 from turnkeeper.validation import (
     check_metadata,
     check_name,
@@ -131,34 +131,6 @@ def build_batch(
         report.messages_seen += 1
     report.sessions_seen += 1
     return Batch(session, origin, stored, exact_seqs=False)
-
-
-def new_session(
-    *,
-    id: str,
-    project: str,
-    created_at: datetime,
-    updated_at: datetime,
-    key: str | None = None,
-    subject: str | None = None,
-    kind: str | None = None,
-    status: SessionStatus = SessionStatus.ACTIVE,
-    expires_at: datetime | None = None,
-    metadata: JSONObject | None = None,
-) -> Session:
-    """A session record for `build_batch`; the store recomputes its totals from the messages."""
-    return Session(
-        id=id,
-        project=project,
-        status=status,
-        created_at=created_at,
-        updated_at=updated_at,
-        key=key,
-        subject=subject,
-        kind=kind,
-        expires_at=expires_at,
-        metadata=dict(metadata or {}),
-    )
 
 
 _FRACTION = re.compile(r"(\.\d{6})\d+")

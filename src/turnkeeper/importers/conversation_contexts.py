@@ -26,10 +26,9 @@ from turnkeeper.importers.base import (
     SourceMessage,
     build_batch,
     derived_id,
-    new_session,
     parse_time,
 )
-from turnkeeper.types import NewMessage, Usage
+from turnkeeper.types import NewMessage, Session, SessionStatus, Usage
 from turnkeeper.validation import check_name
 
 TABLE = "conversation_contexts"
@@ -69,9 +68,10 @@ def _batch(tk: ImportTarget, row: dict[str, Any], report: ImportReport) -> Batch
         created_at = parse_time(row["created_at"], "created_at")
         if not isinstance(row["messages"], list):
             raise ValueError("messages must be a JSON array")
-        session = new_session(
+        session = Session(
             id=_session_id(row["session_id"]),
             project=check_name("project_id", row["project_id"]) or "",
+            status=SessionStatus.ACTIVE,
             created_at=created_at,
             updated_at=parse_time(row["updated_at"], "updated_at"),
             key=check_name("session_id", row["session_id"]),

@@ -36,11 +36,10 @@ from turnkeeper.importers.base import (
     SourceMessage,
     build_batch,
     derived_id,
-    new_session,
     parse_time,
 )
 from turnkeeper.importers.located import Located, load
-from turnkeeper.types import NewMessage, SessionStatus, Usage
+from turnkeeper.types import NewMessage, Session, SessionStatus, Usage
 from turnkeeper.validation import check_name
 
 SESSION, CHAT, NODE = "session", "chat", "node"
@@ -226,7 +225,7 @@ def _batch(
     metadata: dict[str, Any] = {"source": "dagent", "featureId": conversation.feature}
     if conversation.task is not None:
         metadata["taskId"] = conversation.task
-    session = new_session(
+    session = Session(
         id=derived_id("dagent", project, conversation.key),
         project=project,
         created_at=created,

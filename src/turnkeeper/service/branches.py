@@ -15,7 +15,7 @@ from typing import Any
 
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import Core, SessionRef
-from turnkeeper.service.sessions import Sessions
+from turnkeeper.service.sessions import new_session
 from turnkeeper.storage.base import ForkStore, require
 from turnkeeper.types import UNSET, Branch, JSONObject, Session
 
@@ -26,9 +26,8 @@ FEATURE = "branches"
 class Branches:
     """Forking a session at a seq, and the forks of a session."""
 
-    def __init__(self, core: Core, sessions: Sessions) -> None:
+    def __init__(self, core: Core) -> None:
         self.core = core
-        self._sessions = sessions
 
     @property
     def _forks(self) -> ForkStore:
@@ -60,7 +59,8 @@ class Branches:
                 "at_seq", "must be an integer seq (0 forks before the first message)"
             )
         source = self.core.get_session(ref, project=project)
-        new = self._sessions.new_session(
+        new = new_session(
+            self.core,
             key=key,
             project=source.project,
             subject=source.subject,

@@ -82,7 +82,7 @@ class Turnkeeper:
         self._windows = Windows(core, self._messages, self.agents)
         self._digest = Digest(core)
         self._search = Search(core)
-        self._branches = Branches(core, self._sessions)
+        self._branches = Branches(core)
         self.transfer = Transfer(self)
         """JSONL export and import, and the expiry sweep."""
 

@@ -44,42 +44,45 @@ from turnkeeper.validation import (
 )
 
 
+def new_session(
+    core: Core,
+    *,
+    key: str | None,
+    project: str | None,
+    subject: str | None,
+    kind: str | None,
+    title: str | None,
+    phase: str | None,
+    metadata: JSONObject | None,
+    ttl: timedelta | Any | None,
+) -> NewSession:
+    """A checked new session: what `create_session`, `get_or_create_session` and a fork
+    (`branches`) store."""
+    lifetime = core.settings.session_expiration if ttl is UNSET else ttl
+    if lifetime is not None and lifetime <= timedelta(0):
+        raise InvalidInput("ttl", "must be positive (or None for a session that never expires)")
+    return NewSession(
+        project=core.project(project),
+        key=check_key("key", key),
+        subject=check_text("subject", subject, max_length=255),
+        kind=check_text("kind", kind, max_length=100),
+        title=check_text("title", title),
+        phase=check_phase(phase),
+        expires_at=None if lifetime is None else core.now() + lifetime,
+        metadata=_metadata(core, metadata),
+    )
+
+
+def _metadata(core: Core, metadata: JSONObject | None) -> dict[str, Any]:
+    return check_metadata("metadata", metadata, max_bytes=core.settings.max_json_bytes)
+
+
 class Sessions:
     """The session operations of `Turnkeeper`."""
 
     def __init__(self, core: Core, agents: AgentPositions) -> None:
         self.core = core
         self._agents = agents
-
-    def new_session(
-        self,
-        *,
-        key: str | None,
-        project: str | None,
-        subject: str | None,
-        kind: str | None,
-        title: str | None,
-        phase: str | None,
-        metadata: JSONObject | None,
-        ttl: timedelta | Any | None,
-    ) -> NewSession:
-        """A checked new session (forks make theirs here too)."""
-        lifetime = self.core.settings.session_expiration if ttl is UNSET else ttl
-        if lifetime is not None and lifetime <= timedelta(0):
-            raise InvalidInput("ttl", "must be positive (or None for a session that never expires)")
-        return NewSession(
-            project=self.core.project(project),
-            key=check_key("key", key),
-            subject=check_text("subject", subject, max_length=255),
-            kind=check_text("kind", kind, max_length=100),
-            title=check_text("title", title),
-            phase=check_phase(phase),
-            expires_at=None if lifetime is None else self.core.now() + lifetime,
-            metadata=self._metadata(metadata),
-        )
-
-    def _metadata(self, metadata: JSONObject | None) -> dict[str, Any]:
-        return check_metadata("metadata", metadata, max_bytes=self.core.settings.max_json_bytes)
 
     def create_session(
         self,
@@ -97,9 +100,9 @@ class Sessions:
 
         Raises `Conflict` if `key` is held by a live session of the project.
         """
-        new = self.new_session(
-            key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
-            metadata=metadata, ttl=ttl,
+        new = new_session(
+            self.core, key=key, project=project, subject=subject, kind=kind, title=title,
+            phase=phase, metadata=metadata, ttl=ttl,
         )  # fmt: skip
         return self.core.store.create_session(new, now=self.core.now())
 
@@ -120,9 +123,9 @@ class Sessions:
         Returns the session and whether it was created."""
         if key is None:
             raise InvalidInput("key", "get-or-create needs a key")
-        new = self.new_session(
-            key=key, project=project, subject=subject, kind=kind, title=title, phase=phase,
-            metadata=metadata, ttl=ttl,
+        new = new_session(
+            self.core, key=key, project=project, subject=subject, kind=kind, title=title,
+            phase=phase, metadata=metadata, ttl=ttl,
         )  # fmt: skip
         return self.core.store.get_or_create_session(new, now=self.core.now())
 
@@ -202,7 +205,7 @@ class Sessions:
         patch = SessionPatch(
             title=UNSET if title is UNSET else check_text("title", title),
             phase=UNSET if phase is UNSET else check_phase(phase),
-            metadata=UNSET if metadata is UNSET else self._metadata(metadata),
+            metadata=UNSET if metadata is UNSET else _metadata(self.core, metadata),
             expires_at=expires_at,
         )
         return self.core.present(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import cached_property
 from typing import Concatenate, ParamSpec, TypeVar
@@ -60,10 +61,10 @@ def _handed_to(
     return handed_to
 
 
-class Turnkeeper:
+class Turnkeeper(AbstractContextManager["Turnkeeper"]):
     """Conversation memory over a store. Open one with `turnkeeper.open()`.
 
-    Usable as a context manager; `close()` releases the store.
+    Usable as a context manager (leaving it closes it); `close()` releases the store.
     """
 
     def __init__(
@@ -140,9 +141,6 @@ class Turnkeeper:
     conversation_context = _handed_to("_digest", Digest.conversation_context)
 
     # -- lifetime ---------------------------------------------------------------------------
-
-    def __enter__(self) -> Turnkeeper:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

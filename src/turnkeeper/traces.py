@@ -35,6 +35,7 @@ from turnkeeper.types import (
     ContextReport,
     ContextWindow,
     Message,
+    MessageQuery,
     Role,
     SeqRanges,
     StrategyName,
@@ -256,7 +257,7 @@ def _stored(store: Store, session_id: str, seqs: Iterable[int]) -> dict[int, Mes
     """The stored messages at `seqs`, read a run of consecutive seqs at a time."""
     found: dict[int, Message] = {}
     for first, last in _runs(seqs):
-        for message in store.read_messages(session_id, from_seq=first, to_seq=last):
+        for message in store.read_messages(session_id, MessageQuery(from_seq=first, to_seq=last)):
             found[message.seq] = message
     return found
 

@@ -66,6 +66,7 @@ from turnkeeper.types import (
     ContextMessage,
     ContextWindow,
     Message,
+    MessageQuery,
     NewMessage,
     Role,
     Session,
@@ -421,7 +422,8 @@ class ChatTurns:
             return with_idempotent_ids(self.tk.store, session, new, attempt.idempotency_key), None
         if all(message.id is None for message in new) and session.last_seq > 0:
             tail = self.tk.store.read_messages(
-                session.id, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
+                session.id,
+                MessageQuery(from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1),
             )
             answered = None
             if attempt.retry and tail and tail[-1].role is Role.ASSISTANT:

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeeper.server.schemas import JSON, MAX_TTL_SECONDS, _Request, _ttl
-from turnkeeper.types import UNSET, Branch
+from turnkeeper.server.schemas import JSON, _Request, _ttl, _ttl_seconds
+from turnkeeper.types import Branch
 from turnkeeper.validation import KEY_PATTERN
 
 
@@ -32,17 +32,14 @@ class ForkRequest(_Request):
     )
     title: str | None = Field(None, max_length=1000, description="Default: the source's title.")
     metadata: JSON | None = Field(None, description="Default: the source's metadata.")
-    ttl_seconds: float | None = Field(
-        None,
-        gt=0,
-        le=MAX_TTL_SECONDS,
-        description="Lifetime in seconds. Absent: the configured session_expiration; null: "
-        "the branch never expires.",
+    ttl_seconds: float | None = _ttl_seconds(
+        "Lifetime in seconds. Absent: the configured session_expiration; null: the branch"
+        " never expires."
     )
 
     def fields(self) -> dict[str, Any]:
         """The keyword arguments of `Turnkeeper.fork` after the session and `at_seq`."""
-        ttl = _ttl(self.ttl_seconds) if "ttl_seconds" in self.model_fields_set else UNSET
+        ttl = _ttl(self, self.ttl_seconds)
         return dict(key=self.key, title=self.title, metadata=self.metadata, ttl=ttl)
 
 

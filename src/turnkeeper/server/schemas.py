@@ -49,7 +49,17 @@ class _Request(BaseModel):
 # -- sessions -------------------------------------------------------------------------------
 
 
-def _ttl(seconds: float | None) -> timedelta | None:
+def _ttl_seconds(description: str) -> Any:
+    """A request's `ttl_seconds`: a lifetime in seconds, positive and within `MAX_TTL_SECONDS`,
+    or null (never expires)."""
+    return Field(None, gt=0, le=MAX_TTL_SECONDS, description=description)
+
+
+def _ttl(request: BaseModel, seconds: float | None) -> Any:
+    """The service's `ttl` for a request's `ttl_seconds`: `UNSET` when the client left it out
+    (the configured lifetime), None for null (never expires), else the lifetime."""
+    if "ttl_seconds" not in request.model_fields_set:
+        return UNSET
     return None if seconds is None else timedelta(seconds=seconds)
 
 
@@ -97,21 +107,17 @@ class SessionCreate(_Request):
         description="The conversation's phase (chat, brainstorm, plan, execute, verification, chores, reflection).",
     )
     metadata: JSON | None = Field(None, description="Any JSON object.")
-    ttl_seconds: float | None = Field(
-        None,
-        gt=0,
-        le=MAX_TTL_SECONDS,
-        description="Lifetime in seconds. Absent: the configured session_expiration; null: "
-        "the session never expires.",
+    ttl_seconds: float | None = _ttl_seconds(
+        "Lifetime in seconds. Absent: the configured session_expiration; null: the session"
+        " never expires."
     )
     get_or_create: bool = Field(False, description="Reuse the live session holding `key`.")
 
     def fields(self) -> dict[str, Any]:
         """The keyword arguments of `Turnkeeper.create_session` (project set by the caller)."""
-        ttl = _ttl(self.ttl_seconds) if "ttl_seconds" in self.model_fields_set else UNSET
         return dict(
             subject=self.subject, kind=self.kind, title=self.title, phase=self.phase,
-            metadata=self.metadata, ttl=ttl,
+            metadata=self.metadata, ttl=_ttl(self, self.ttl_seconds),
         )  # fmt: skip
 
 
@@ -129,11 +135,8 @@ class SessionUpdate(_Request):
         description="The conversation's phase (chat, brainstorm, plan, execute, verification, chores, reflection).",
     )
     metadata: JSON | None = None
-    ttl_seconds: float | None = Field(
-        None,
-        gt=0,
-        le=MAX_TTL_SECONDS,
-        description="New lifetime from now, in seconds; null: never expires.",
+    ttl_seconds: float | None = _ttl_seconds(
+        "New lifetime from now, in seconds; null: never expires."
     )
 
     def fields(self) -> dict[str, Any]:
@@ -142,8 +145,9 @@ class SessionUpdate(_Request):
         changes: dict[str, Any] = {
             name: getattr(self, name) for name in ("title", "phase", "metadata") if name in sent
         }
-        if "ttl_seconds" in sent:
-            changes["ttl"] = _ttl(self.ttl_seconds)
+        ttl = _ttl(self, self.ttl_seconds)
+        if ttl is not UNSET:
+            changes["ttl"] = ttl
         return changes
 
 

@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeeper.server.schemas import JSON, _Request, _ttl, _ttl_seconds
-from turnkeeper.types import Branch
+from turnkeeper.server.schemas import JSON, _FromDomain, _Request, _ttl, _ttl_seconds
 from turnkeeper.validation import KEY_PATTERN
 
 
@@ -43,22 +42,13 @@ class ForkRequest(_Request):
         return dict(key=self.key, title=self.title, metadata=self.metadata, ttl=ttl)
 
 
-class BranchPublic(BaseModel):
+class BranchPublic(_FromDomain):
     """A fork: the branch, the session it came from, and the last seq they share."""
 
     session_id: str = Field(description="The branch.")
     parent_id: str = Field(description="The session it was forked from (may be deleted since).")
     forked_at_seq: int
     created_at: datetime
-
-    @classmethod
-    def from_domain(cls, branch: Branch) -> BranchPublic:
-        return cls(
-            session_id=branch.session_id,
-            parent_id=branch.parent_id,
-            forked_at_seq=branch.forked_at_seq,
-            created_at=branch.created_at,
-        )
 
 
 class BranchList(BaseModel):

@@ -23,7 +23,7 @@ from typing import Any
 from turnkeeper.errors import InvalidInput, NotFound
 from turnkeeper.openai_items import api_items, messages_of_items
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import Message, NewMessage, Session
+from turnkeeper.types import Message, MessageQuery, NewMessage, Session
 
 ITEMS_PER_REQUEST = 20
 """Most items one request may add (OpenAI's limit)."""
@@ -205,10 +205,12 @@ class Conversations:
         while next_seq is not None and 1 <= next_seq <= session.last_seq:
             if newest_first:
                 messages = self.tk.store.read_messages(
-                    session.id, to_seq=next_seq, newest_first=True, limit=batch
+                    session.id, MessageQuery(to_seq=next_seq, newest_first=True, limit=batch)
                 )
             else:
-                messages = self.tk.store.read_messages(session.id, from_seq=next_seq, limit=batch)
+                messages = self.tk.store.read_messages(
+                    session.id, MessageQuery(from_seq=next_seq, limit=batch)
+                )
             if not messages:
                 return
             for message in messages:

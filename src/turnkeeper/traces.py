@@ -35,6 +35,7 @@ from turnkeeper.types import (
     ContextReport,
     ContextWindow,
     Message,
+    MessageQuery,
     Role,
     SeqRanges,
     StrategyName,
@@ -237,17 +238,6 @@ _SEQ_SETS = ("dropped_seqs", "summarized_seqs", "loaded_seqs")
 """Fields holding a `SeqRanges`, stored as its runs; `kept_seqs` (window order) as runs too."""
 
 
-def _runs(seqs: Iterable[int]) -> list[list[int]]:
-    """`[1, 2, 3, 7, 9, 10]` → `[[1, 3], [7, 7], [9, 10]]` (sorted, inclusive)."""
-    runs: list[list[int]] = []
-    for seq in sorted(set(seqs)):
-        if runs and seq == runs[-1][1] + 1:
-            runs[-1][1] = seq
-        else:
-            runs.append([seq, seq])
-    return runs
-
-
 def _expand(runs: Sequence[Sequence[int]]) -> list[int]:
     return [seq for first, last in runs for seq in range(first, last + 1)]
 
@@ -255,8 +245,8 @@ def _expand(runs: Sequence[Sequence[int]]) -> list[int]:
 def _stored(store: Store, session_id: str, seqs: Iterable[int]) -> dict[int, Message]:
     """The stored messages at `seqs`, read a run of consecutive seqs at a time."""
     found: dict[int, Message] = {}
-    for first, last in _runs(seqs):
-        for message in store.read_messages(session_id, from_seq=first, to_seq=last):
+    for first, last in SeqRanges.of(seqs).runs:
+        for message in store.read_messages(session_id, MessageQuery(from_seq=first, to_seq=last)):
             found[message.seq] = message
     return found
 
@@ -286,7 +276,7 @@ def encode(store: Store, trace: TurnTrace) -> str:
         else asdict(e)
         for e in trace.window
     ]
-    raw["kept_seqs"] = _runs(trace.kept_seqs)
+    raw["kept_seqs"] = [list(run) for run in SeqRanges.of(trace.kept_seqs).runs]
     for name in _SEQ_SETS:
         raw[name] = [list(run) for run in getattr(trace, name).runs]
     return json.dumps(raw, separators=(",", ":"))

@@ -44,7 +44,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from turnkeeper import metrics
 from turnkeeper.attempts import HeldTurn, TurnAttempts
@@ -66,6 +66,7 @@ from turnkeeper.types import (
     ContextMessage,
     ContextWindow,
     Message,
+    MessageQuery,
     NewMessage,
     Role,
     Session,
@@ -73,6 +74,8 @@ from turnkeeper.types import (
     StrategyName,
 )
 from turnkeeper.validation import check_message, window_budget
+
+T = TypeVar("T")
 
 StoredHook = Callable[[Session, bool, Sequence[Message]], None]
 """Told `(session, created, messages newly stored)` after each write of a turn (the writes are
@@ -421,7 +424,8 @@ class ChatTurns:
             return with_idempotent_ids(self.tk.store, session, new, attempt.idempotency_key), None
         if all(message.id is None for message in new) and session.last_seq > 0:
             tail = self.tk.store.read_messages(
-                session.id, from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1
+                session.id,
+                MessageQuery(from_seq=max(1, session.last_seq - len(new)), limit=len(new) + 1),
             )
             answered = None
             if attempt.retry and tail and tail[-1].role is Role.ASSISTANT:
@@ -446,11 +450,7 @@ class ChatTurns:
             completion = self.wire.answer(prepared.replay)
             return TurnResult(prepared, prepared.replay, completion)
         started = time.perf_counter()
-        try:
-            completion = self.llm.complete(prepared.request)
-        except BaseException as exc:
-            self.attempts.end(prepared.held, exc)
-            raise
+        completion = self._ask(prepared, self.llm.complete)
         reply, trace = self.finish(prepared, self.wire.reply(completion), started=started)
         return TurnResult(prepared, reply, completion, trace)
 
@@ -459,12 +459,16 @@ class ChatTurns:
         if prepared.replay is not None:
             return TurnStream(self, prepared, None, 0.0)
         started = time.perf_counter()
+        return TurnStream(self, prepared, self._ask(prepared, self.llm.stream), started)
+
+    def _ask(self, prepared: PreparedTurn, ask: Callable[[Mapping[str, Any]], T]) -> T:
+        """`ask(prepared.request)`; if the model refuses or cannot be reached, the turn is let go
+        with that error first (the requests waiting for it get it)."""
         try:
-            upstream = self.llm.stream(prepared.request)
+            return ask(prepared.request)
         except BaseException as exc:
             self.attempts.end(prepared.held, exc)
             raise
-        return TurnStream(self, prepared, upstream, started)
 
     def finish(
         self, prepared: PreparedTurn, reply: Reply, *, started: float, stream: bool = False

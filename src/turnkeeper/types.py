@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -151,6 +151,17 @@ class MessageDraft:
     append, in the same transaction: a reply is never stored without the record of what the
     model saw. Not stored again when the id is (an idempotent retry keeps the first trace)."""
 
+    def stored_as(self, session_id: str, seq: int) -> Message:
+        """The message this draft is once stored at `seq` of `session_id` (its trace is kept
+        beside it, not in it)."""
+        return Message(
+            session_id=session_id, seq=seq, **{name: getattr(self, name) for name in _DRAFTED}
+        )
+
+
+_DRAFTED = tuple(f.name for f in fields(Message) if f.name not in ("session_id", "seq"))
+"""The fields of a `Message` its `MessageDraft` has already: all but where it is stored."""
+
 
 @dataclass(frozen=True, slots=True)
 class NewSession:
@@ -165,6 +176,16 @@ class NewSession:
     expires_at: datetime | None = None
     metadata: JSONObject = field(default_factory=dict)
 
+    def created_as(self, session_id: str, now: datetime) -> Session:
+        """The session this creates with id `session_id` at `now`: active, with zero totals and
+        `version` 0, as `Store.create_session` stores it."""
+        given = {name: getattr(self, name) for name in _NEW_SESSION_FIELDS}
+        return Session(
+            id=session_id, status=SessionStatus.ACTIVE, created_at=now, updated_at=now, **given
+        )
+
+
+_NEW_SESSION_FIELDS = tuple(f.name for f in fields(NewSession))
 
 _UNSET: Any = object()
 
@@ -204,6 +225,41 @@ class SessionFilter:
     search: str | None = None
     """Text that key, subject or title contains (case-insensitive) — what a person types in a
     search box, as opposed to the exact-match fields above."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageQuery:
+    """Which messages of a session a page read (`Store.read_messages` and its versioned
+    forms) returns, and in which order.
+
+    One value rather than five keyword arguments, so the contract, every backend and the cache
+    (which keys pages by it) name a page the same way. The default is every message, oldest
+    first."""
+
+    from_seq: int | None = None
+    """The lowest seq returned (inclusive); None: from the first."""
+    to_seq: int | None = None
+    """The highest seq returned (inclusive); None: up to the last."""
+    include_internal: bool = True
+    """False leaves internal messages out, before `limit` applies."""
+    newest_first: bool = False
+    """Order by descending seq."""
+    limit: int | None = None
+    """At most this many, taken from the start of the order; None: no limit."""
+
+    def selects(self, message: Message) -> bool:
+        """Whether `message` is within the bounds and visibility (order and limit aside)."""
+        return (
+            (self.from_seq is None or message.seq >= self.from_seq)
+            and (self.to_seq is None or message.seq <= self.to_seq)
+            and (self.include_internal or not message.internal)
+        )
+
+    def page(self, messages: Iterable[Message]) -> list[Message]:
+        """The page this query reads from `messages` (any order): what every store returns."""
+        ordered = sorted(messages, key=lambda m: m.seq, reverse=self.newest_first)
+        chosen = [m for m in ordered if self.selects(m)]
+        return chosen if self.limit is None else chosen[: self.limit]
 
 
 @dataclass(frozen=True, slots=True)

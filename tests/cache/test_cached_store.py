@@ -26,6 +26,7 @@ from turnkeeper.config import Settings
 from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.sql.postgres import PostgresStore
+from turnkeeper.types import MessageQuery
 
 
 def metric(name: str, **labels: str) -> float:
@@ -118,10 +119,7 @@ def test_redis_entries_expire_after_the_cache_ttl(
     tk.append(session, "user", "hello")
     tk.history(session)
     version = tk.get_session(session.id).version
-    key = keys.messages(
-        keys.namespace(store.url), session.id, version,
-        from_seq=None, to_seq=None, include_internal=True, newest_first=False, limit=None,
-    )  # fmt: skip
+    key = keys.messages(keys.namespace(store.url), session.id, version, MessageQuery())
     client = redis.Redis.from_url(redis_server)
     assert 110 <= client.ttl(key) <= 120  # the default two minutes
     client.close()

@@ -22,7 +22,7 @@ from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.storage.sql.sqlite import SQLiteStore
-from turnkeeper.types import Message, NewMessage, Session
+from turnkeeper.types import Message, MessageQuery, NewMessage, Session
 
 
 class CountingStore(SQLiteStore):
@@ -31,15 +31,15 @@ class CountingStore(SQLiteStore):
 
     reads = 0
 
-    def read_messages(self, session_id: str, **kwargs: Any) -> list[Message]:
+    def read_messages(self, session_id: str, query: MessageQuery = MessageQuery()) -> list[Message]:
         self.reads += 1
-        return super().read_messages(session_id, **kwargs)
+        return super().read_messages(session_id, query)
 
     def read_messages_versioned(
-        self, session_id: str, **kwargs: Any
+        self, session_id: str, query: MessageQuery = MessageQuery()
     ) -> tuple[list[Message], int | None]:
         self.reads += 1  # how the cache reads a page: with its version, in one statement
-        return super().read_messages_versioned(session_id, **kwargs)
+        return super().read_messages_versioned(session_id, query)
 
 
 class UnreachableStore(SQLiteStore):
@@ -162,8 +162,8 @@ class RowCountingStore(SQLiteStore):
 
     rows = 0
 
-    def read_messages(self, session_id: str, **kwargs: Any) -> list[Message]:
-        found = super().read_messages(session_id, **kwargs)
+    def read_messages(self, session_id: str, query: MessageQuery = MessageQuery()) -> list[Message]:
+        found = super().read_messages(session_id, query)
         self.rows += len(found)
         return found
 

@@ -13,7 +13,7 @@ from turnkeeper.cache import keys
 from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import Conflict, ContextBudgetExceeded, InvalidInput, InvalidMessage
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import NewMessage
+from turnkeeper.types import MessageQuery, NewMessage
 
 
 def words(i: int, n: int = 25) -> str:
@@ -36,10 +36,7 @@ def chat(tk: Turnkeeper, turns: int, *, system: str | None = "You are a travel a
 
 def test_cache_keys_tell_a_bound_of_zero_from_no_bound() -> None:
     def page(to_seq: int | None) -> str:
-        return keys.messages(
-            "ns", "s", 1, from_seq=None, to_seq=to_seq, include_internal=True,
-            newest_first=True, limit=16,
-        )  # fmt: skip
+        return keys.messages("ns", "s", 1, MessageQuery(to_seq=to_seq, newest_first=True, limit=16))
 
     assert page(0) != page(None)
     assert keys.count("ns", "s", 1, before_seq=0, include_internal=True) != keys.count(

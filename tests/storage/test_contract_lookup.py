@@ -19,7 +19,7 @@ from turnkeeper.storage.base import (
     lookup_session,
     read_messages_at,
 )
-from turnkeeper.types import NewSession, SessionStatus
+from turnkeeper.types import MessageQuery, NewSession, SessionStatus
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -81,19 +81,21 @@ def test_a_page_comes_with_the_version_it_was_read_at(tk: Turnkeeper) -> None:
         tk.append(session, "user", f"message {n}")
     store = tk.store
     assert isinstance(store, VersionedReadStore)
-    page, version = store.read_messages_versioned(session.id, newest_first=True, limit=2)
+    page, version = store.read_messages_versioned(
+        session.id, MessageQuery(newest_first=True, limit=2)
+    )
     assert [m.content for m in page] == ["message 4", "message 3"]
     assert version == tk.get_session(session).version
-    assert page == store.read_messages(session.id, newest_first=True, limit=2)
+    assert page == store.read_messages(session.id, MessageQuery(newest_first=True, limit=2))
 
 
 def test_a_page_read_with_the_current_version_is_the_current_page(tk: Turnkeeper) -> None:
     session = tk.create_session()
     tk.append(session, "user", "first")
     current = tk.get_session(session)
-    page = read_messages_at(tk.store, session.id, current.version, newest_first=True)
+    page = read_messages_at(tk.store, session.id, current.version, MessageQuery(newest_first=True))
     assert [m.content for m in page] == ["first"]
     tk.append(session, "user", "second")
     now = tk.get_session(session)
-    page = read_messages_at(tk.store, session.id, now.version, newest_first=True)
+    page = read_messages_at(tk.store, session.id, now.version, MessageQuery(newest_first=True))
     assert [m.content for m in page] == ["second", "first"]

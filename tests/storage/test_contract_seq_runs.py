@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import open_test_store
 from turnkeeper.storage.base import SeqRunStore, Store, message_seq_runs
-from turnkeeper.types import MessageDraft, NewSession, Role, SeqRanges
+from turnkeeper.types import MessageDraft, MessageQuery, NewSession, Role, SeqRanges
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -42,7 +42,8 @@ def test_runs_are_the_seqs_reading_the_messages_gives(any_store: Store) -> None:
     for include_internal in (True, False):
         for first, last in ((1, 12), (2, 11), (5, 8), (4, 4), (13, 20)):
             read = any_store.read_messages(
-                session.id, from_seq=first, to_seq=last, include_internal=include_internal
+                session.id,
+                MessageQuery(from_seq=first, to_seq=last, include_internal=include_internal),
             )
             runs = any_store.message_seq_runs(
                 session.id, from_seq=first, to_seq=last, include_internal=include_internal

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 
+from turnkeeper.types import MessageQuery
+
 PREFIX = "tk"
 
 
@@ -26,21 +28,11 @@ def namespace(store_url: str) -> str:
     return hashlib.sha256(store_url.encode()).hexdigest()[:16]
 
 
-def messages(
-    ns: str,
-    session_id: str,
-    version: int,
-    *,
-    from_seq: int | None,
-    to_seq: int | None,
-    include_internal: bool,
-    newest_first: bool,
-    limit: int | None,
-) -> str:
-    """A page of messages (`read_messages` with these arguments)."""
+def messages(ns: str, session_id: str, version: int, query: MessageQuery) -> str:
+    """A page of messages (`read_messages` with this query)."""
     what = (
-        f"msgs:{_bound(from_seq)}:{_bound(to_seq)}:{int(include_internal)}:{int(newest_first)}"
-        f":{_bound(limit)}"
+        f"msgs:{_bound(query.from_seq)}:{_bound(query.to_seq)}:{int(query.include_internal)}"
+        f":{int(query.newest_first)}:{_bound(query.limit)}"
     )
     return f"{PREFIX}:{ns}:{session_id}:{version}:{what}"
 

@@ -32,6 +32,7 @@ from turnkeeper.storage.base import (
 from turnkeeper.types import (
     Message,
     MessageDraft,
+    MessageQuery,
     NewSession,
     Page,
     Session,
@@ -79,23 +80,6 @@ def _encode_summary(checkpoint: SummaryCheckpoint | None) -> bytes:
 def _decode_summary(raw: bytes) -> SummaryCheckpoint | None:
     record = json.loads(raw)
     return None if record is None else records.summary_from_record(record)
-
-
-def _page_args(
-    from_seq: int | None,
-    to_seq: int | None,
-    include_internal: bool,
-    newest_first: bool,
-    limit: int | None,
-) -> dict[str, Any]:
-    """The arguments of a page read, as the cache key and the store take them."""
-    return {
-        "from_seq": from_seq,
-        "to_seq": to_seq,
-        "include_internal": include_internal,
-        "newest_first": newest_first,
-        "limit": limit,
-    }
 
 
 def _dump(value: Any) -> bytes:
@@ -188,70 +172,43 @@ class CachedStore:
 
     # -- cached reads -----------------------------------------------------------------------
 
-    def read_messages(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
-    ) -> list[Message]:
-        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
-        return self._page(session_id, None, args)[0]
+    def read_messages(self, session_id: str, query: MessageQuery = MessageQuery()) -> list[Message]:
+        return self._page(session_id, None, query)[0]
 
     def read_messages_at(
-        self,
-        session_id: str,
-        version: int,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
+        self, session_id: str, version: int, query: MessageQuery = MessageQuery()
     ) -> list[Message]:
-        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
-        return self._page(session_id, version, args)[0]
+        return self._page(session_id, version, query)[0]
 
     def read_messages_versioned(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
+        self, session_id: str, query: MessageQuery = MessageQuery()
     ) -> tuple[list[Message], int | None]:
-        args = _page_args(from_seq, to_seq, include_internal, newest_first, limit)
-        return self._page(session_id, None, args)
+        return self._page(session_id, None, query)
 
     def _page(
-        self, session_id: str, known_version: int | None, args: dict[str, Any]
+        self, session_id: str, known_version: int | None, query: MessageQuery
     ) -> tuple[list[Message], int | None]:
         """A page and the version it is of: from the caches under the version (the caller's,
         else the session row's), else from the store with the version of its snapshot."""
 
         def load_versioned() -> tuple[tuple[Message, ...], int | None]:
             if isinstance(self.inner, VersionedReadStore):
-                page, version = self.inner.read_messages_versioned(session_id, **args)
+                page, version = self.inner.read_messages_versioned(session_id, query)
                 return tuple(page), version
-            return tuple(self.inner.read_messages(session_id, **args)), None
+            return tuple(self.inner.read_messages(session_id, query)), None
 
         try:
             page, version = self._cached(
                 session_id,
-                lambda version: keys.messages(self._ns, session_id, version, **args),
-                lambda: tuple(self.inner.read_messages(session_id, **args)),
+                lambda version: keys.messages(self._ns, session_id, version, query),
+                lambda: tuple(self.inner.read_messages(session_id, query)),
                 _encode_messages,
                 _decode_messages,
                 known_version=known_version,
                 load_versioned=load_versioned,
             )
         except SessionNotFound:
-            return self.inner.read_messages(session_id, **args), None
+            return self.inner.read_messages(session_id, query), None
         return list(page), version
 
     def count_messages(

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from turnkeeper.storage.base import Store, message_seq_runs, read_messages_at
-from turnkeeper.types import NO_SEQS, Message, SeqRanges
+from turnkeeper.types import NO_SEQS, Message, MessageQuery, SeqRanges
 
 
 class History(Protocol):
@@ -113,8 +113,7 @@ class StoreHistory(_Reads):
             self._store,
             self._session_id,
             self._version,
-            include_internal=self._include_internal,
-            limit=1,
+            MessageQuery(include_internal=self._include_internal, limit=1),
         )
         return self._remember(first)[0] if first else None
 
@@ -146,10 +145,9 @@ class StoreHistory(_Reads):
             self._store,
             self._session_id,
             self._version,
-            to_seq=upper,
-            include_internal=self._include_internal,
-            newest_first=True,
-            limit=size,
+            MessageQuery(
+                to_seq=upper, include_internal=self._include_internal, newest_first=True, limit=size
+            ),
         )
 
     def chronological(self) -> list[Message]:
@@ -158,7 +156,7 @@ class StoreHistory(_Reads):
                 self._store,
                 self._session_id,
                 self._version,
-                include_internal=self._include_internal,
+                MessageQuery(include_internal=self._include_internal),
             )
         )
 

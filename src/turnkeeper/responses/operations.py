@@ -34,7 +34,7 @@ from turnkeeper.turns import (
     reply_id_for,
     with_instructions,
 )
-from turnkeeper.types import ContextMessage, Message, NewMessage, Role, Session
+from turnkeeper.types import ContextMessage, Message, MessageQuery, NewMessage, Role, Session
 
 SESSION_HEADER = "X-Turnkeeper-Session"
 
@@ -185,7 +185,7 @@ class Responses:
             session = self.tk.get_session(session_id, project=project)
         except NotFound:
             raise ResponseNotFound(id) from None
-        turns = self.tk.store.read_messages(session.id, from_seq=seq, limit=1)
+        turns = self.tk.store.read_messages(session.id, MessageQuery(from_seq=seq, limit=1))
         if session.id != session_id or not turns or turns[0].seq != seq:
             raise ResponseNotFound(id)
         reply_id = reply_id_for(turns[0].id)

@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeeper.server.schemas import JSON, MAX_TTL_SECONDS, _Request, _ttl
-from turnkeeper.types import UNSET, Branch
+from turnkeeper.server.schemas import JSON, _FromDomain, _Request, _ttl, _ttl_seconds
 from turnkeeper.validation import KEY_PATTERN
 
 
@@ -32,36 +31,24 @@ class ForkRequest(_Request):
     )
     title: str | None = Field(None, max_length=1000, description="Default: the source's title.")
     metadata: JSON | None = Field(None, description="Default: the source's metadata.")
-    ttl_seconds: float | None = Field(
-        None,
-        gt=0,
-        le=MAX_TTL_SECONDS,
-        description="Lifetime in seconds. Absent: the configured session_expiration; null: "
-        "the branch never expires.",
+    ttl_seconds: float | None = _ttl_seconds(
+        "Lifetime in seconds. Absent: the configured session_expiration; null: the branch"
+        " never expires."
     )
 
     def fields(self) -> dict[str, Any]:
         """The keyword arguments of `Turnkeeper.fork` after the session and `at_seq`."""
-        ttl = _ttl(self.ttl_seconds) if "ttl_seconds" in self.model_fields_set else UNSET
+        ttl = _ttl(self, self.ttl_seconds)
         return dict(key=self.key, title=self.title, metadata=self.metadata, ttl=ttl)
 
 
-class BranchPublic(BaseModel):
+class BranchPublic(_FromDomain):
     """A fork: the branch, the session it came from, and the last seq they share."""
 
     session_id: str = Field(description="The branch.")
     parent_id: str = Field(description="The session it was forked from (may be deleted since).")
     forked_at_seq: int
     created_at: datetime
-
-    @classmethod
-    def from_domain(cls, branch: Branch) -> BranchPublic:
-        return cls(
-            session_id=branch.session_id,
-            parent_id=branch.parent_id,
-            forked_at_seq=branch.forked_at_seq,
-            created_at=branch.created_at,
-        )
 
 
 class BranchList(BaseModel):

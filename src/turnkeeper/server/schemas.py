@@ -10,7 +10,7 @@ naming the field rather than a silently ignored value.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,19 +21,14 @@ from turnkeeper.storage.search import SearchHit
 from turnkeeper.turns import TurnOptions
 from turnkeeper.types import (
     UNSET,
-    AgentState,
     ContextReport,
-    Message,
     NewMessage,
     Page,
     Phase,
-    ProjectStats,
     Role,
     Session,
-    SessionStats,
     SessionStatus,
     StrategyName,
-    SummaryCheckpoint,
     Usage,
 )
 from turnkeeper.validation import KEY_PATTERN, MAX_WHOLE, NAME_PATTERN, window_budget
@@ -46,10 +41,29 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _FromDomain(BaseModel):
+    """A response shape whose fields are those of the same names of a domain value (nested
+    values too: a `Usage` becomes a `UsageModel`, a snippet part a `SnippetPartPublic`)."""
+
+    @classmethod
+    def from_domain(cls, value: object) -> Self:
+        return cls.model_validate(value, from_attributes=True)
+
+
 # -- sessions -------------------------------------------------------------------------------
 
 
-def _ttl(seconds: float | None) -> timedelta | None:
+def _ttl_seconds(description: str) -> Any:
+    """A request's `ttl_seconds`: a lifetime in seconds, positive and within `MAX_TTL_SECONDS`,
+    or null (never expires)."""
+    return Field(None, gt=0, le=MAX_TTL_SECONDS, description=description)
+
+
+def _ttl(request: BaseModel, seconds: float | None) -> Any:
+    """The service's `ttl` for a request's `ttl_seconds`: `UNSET` when the client left it out
+    (the configured lifetime), None for null (never expires), else the lifetime."""
+    if "ttl_seconds" not in request.model_fields_set:
+        return UNSET
     return None if seconds is None else timedelta(seconds=seconds)
 
 
@@ -97,21 +111,17 @@ class SessionCreate(_Request):
         description="The conversation's phase (chat, brainstorm, plan, execute, verification, chores, reflection).",
     )
     metadata: JSON | None = Field(None, description="Any JSON object.")
-    ttl_seconds: float | None = Field(
-        None,
-        gt=0,
-        le=MAX_TTL_SECONDS,
-        description="Lifetime in seconds. Absent: the configured session_expiration; null: "
-        "the session never expires.",
+    ttl_seconds: float | None = _ttl_seconds(
+        "Lifetime in seconds. Absent: the configured session_expiration; null: the session"
+        " never expires."
     )
     get_or_create: bool = Field(False, description="Reuse the live session holding `key`.")
 
     def fields(self) -> dict[str, Any]:
         """The keyword arguments of `Turnkeeper.create_session` (project set by the caller)."""
-        ttl = _ttl(self.ttl_seconds) if "ttl_seconds" in self.model_fields_set else UNSET
         return dict(
             subject=self.subject, kind=self.kind, title=self.title, phase=self.phase,
-            metadata=self.metadata, ttl=ttl,
+            metadata=self.metadata, ttl=_ttl(self, self.ttl_seconds),
         )  # fmt: skip
 
 
@@ -129,11 +139,8 @@ class SessionUpdate(_Request):
         description="The conversation's phase (chat, brainstorm, plan, execute, verification, chores, reflection).",
     )
     metadata: JSON | None = None
-    ttl_seconds: float | None = Field(
-        None,
-        gt=0,
-        le=MAX_TTL_SECONDS,
-        description="New lifetime from now, in seconds; null: never expires.",
+    ttl_seconds: float | None = _ttl_seconds(
+        "New lifetime from now, in seconds; null: never expires."
     )
 
     def fields(self) -> dict[str, Any]:
@@ -142,8 +149,9 @@ class SessionUpdate(_Request):
         changes: dict[str, Any] = {
             name: getattr(self, name) for name in ("title", "phase", "metadata") if name in sent
         }
-        if "ttl_seconds" in sent:
-            changes["ttl"] = _ttl(self.ttl_seconds)
+        ttl = _ttl(self, self.ttl_seconds)
+        if ttl is not UNSET:
+            changes["ttl"] = ttl
         return changes
 
 
@@ -159,7 +167,7 @@ class ResetRequest(_Request):
     )
 
 
-class SessionPublic(BaseModel):
+class SessionPublic(_FromDomain):
     """A session: identity, lifecycle and running totals."""
 
     id: str = Field(description="Server-assigned UUID.")
@@ -180,19 +188,6 @@ class SessionPublic(BaseModel):
     usage_output_tokens: int = Field(description="Completion tokens the model reported, summed.")
     metadata: JSON
     version: int = Field(description="Bumped by every write.")
-
-    @classmethod
-    def from_domain(cls, session: Session) -> SessionPublic:
-        return cls(
-            id=session.id, key=session.key, project=session.project, subject=session.subject,
-            kind=session.kind, title=session.title, phase=session.phase, status=session.status,
-            created_at=session.created_at, updated_at=session.updated_at,
-            expires_at=session.expires_at, message_count=session.message_count,
-            last_seq=session.last_seq, stored_tokens=session.stored_tokens,
-            usage_input_tokens=session.usage_input_tokens,
-            usage_output_tokens=session.usage_output_tokens,
-            metadata=dict(session.metadata), version=session.version,
-        )  # fmt: skip
 
 
 class SessionPage(BaseModel):
@@ -281,7 +276,7 @@ class AppendMany(_Request):
     expected_last_seq: int | None = Field(None, ge=0, le=MAX_WHOLE)
 
 
-class MessagePublic(BaseModel):
+class MessagePublic(_FromDomain):
     """A stored message."""
 
     id: str
@@ -297,20 +292,6 @@ class MessagePublic(BaseModel):
     tool_calls: list[JSON] | None
     tool_call_id: str | None
     metadata: JSON
-
-    @classmethod
-    def from_domain(cls, message: Message) -> MessagePublic:
-        usage = message.usage
-        return cls(
-            id=message.id, session_id=message.session_id, seq=message.seq, role=message.role,
-            content=message.content, created_at=message.created_at, tokens=message.tokens,
-            author=message.author, internal=message.internal,
-            usage=None if usage is None else UsageModel(
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
-            ),
-            tool_calls=None if message.tool_calls is None else [dict(c) for c in message.tool_calls],
-            tool_call_id=message.tool_call_id, metadata=dict(message.metadata),
-        )  # fmt: skip
 
 
 class MessagePage(BaseModel):
@@ -376,7 +357,7 @@ class ContextResponse(BaseModel):
     report: ContextReportPublic
 
 
-class SessionStatsPublic(BaseModel):
+class SessionStatsPublic(_FromDomain):
     """Per-session statistics (user-facing vs internal messages)."""
 
     session_id: str
@@ -391,21 +372,8 @@ class SessionStatsPublic(BaseModel):
     last_message_at: datetime | None
     execution_ms: int = Field(0, description="Time agents reported spending on their turns.")
 
-    @classmethod
-    def from_domain(cls, stats: SessionStats) -> SessionStatsPublic:
-        return cls(
-            session_id=stats.session_id, message_count=stats.message_count,
-            user_facing_messages=stats.user_facing_messages,
-            internal_messages=stats.internal_messages,
-            messages_by_role=dict(stats.messages_by_role), stored_tokens=stats.stored_tokens,
-            usage_input_tokens=stats.usage_input_tokens,
-            usage_output_tokens=stats.usage_output_tokens,
-            first_message_at=stats.first_message_at, last_message_at=stats.last_message_at,
-            execution_ms=stats.execution_ms,
-        )  # fmt: skip
 
-
-class ProjectStatsPublic(BaseModel):
+class ProjectStatsPublic(_FromDomain):
     """Per-project totals over all its sessions, whatever their status."""
 
     project: str
@@ -414,15 +382,6 @@ class ProjectStatsPublic(BaseModel):
     stored_tokens: int
     usage_input_tokens: int
     usage_output_tokens: int
-
-    @classmethod
-    def from_domain(cls, stats: ProjectStats) -> ProjectStatsPublic:
-        return cls(
-            project=stats.project, sessions_by_status=dict(stats.sessions_by_status),
-            message_count=stats.message_count, stored_tokens=stats.stored_tokens,
-            usage_input_tokens=stats.usage_input_tokens,
-            usage_output_tokens=stats.usage_output_tokens,
-        )  # fmt: skip
 
 
 # -- the chat turn --------------------------------------------------------------------------
@@ -600,7 +559,7 @@ class AgentResponse(_Request):
     execution_ms: int | None = Field(None, ge=0, le=MAX_WHOLE, description="Time the turn took.")
 
 
-class AgentStatePublic(BaseModel):
+class AgentStatePublic(_FromDomain):
     """Where an agent stands in a multi-agent session."""
 
     agent: str
@@ -610,16 +569,8 @@ class AgentStatePublic(BaseModel):
     turns: int
     updated_at: datetime | None
 
-    @classmethod
-    def from_domain(cls, state: AgentState) -> AgentStatePublic:
-        return cls(
-            agent=state.agent, last_processed_seq=state.last_processed_seq,
-            provider_session_id=state.provider_session_id, execution_ms=state.execution_ms,
-            turns=state.turns, updated_at=state.updated_at,
-        )  # fmt: skip
 
-
-class SummaryPublic(BaseModel):
+class SummaryPublic(_FromDomain):
     """A stored summary checkpoint."""
 
     covers_to_seq: int = Field(description="It summarizes the messages up to this seq.")
@@ -627,13 +578,6 @@ class SummaryPublic(BaseModel):
     tokens: int
     method: str
     created_at: datetime
-
-    @classmethod
-    def from_domain(cls, checkpoint: SummaryCheckpoint) -> SummaryPublic:
-        return cls(
-            covers_to_seq=checkpoint.covers_to_seq, text=checkpoint.text,
-            tokens=checkpoint.tokens, method=checkpoint.method, created_at=checkpoint.created_at,
-        )  # fmt: skip
 
 
 class RecentMessagePublic(BaseModel):
@@ -668,7 +612,7 @@ class SnippetPartPublic(BaseModel):
     match: bool
 
 
-class SearchHitPublic(BaseModel):
+class SearchHitPublic(_FromDomain):
     """A message that matched a search, where it lives, and the passage that matched."""
 
     session_id: str
@@ -684,16 +628,6 @@ class SearchHitPublic(BaseModel):
         description="The matching passage in pieces; concatenated, the plain text."
     )
     rank: float = Field(description="Higher is better; compare only within one result.")
-
-    @classmethod
-    def from_domain(cls, hit: SearchHit) -> SearchHitPublic:
-        return cls(
-            session_id=hit.session_id, session_key=hit.session_key,
-            session_title=hit.session_title, project=hit.project, message_id=hit.message_id,
-            seq=hit.seq, role=hit.role, author=hit.author, created_at=hit.created_at,
-            snippet=[SnippetPartPublic(text=p.text, match=p.match) for p in hit.snippet],
-            rank=hit.rank,
-        )  # fmt: skip
 
 
 class SearchResults(BaseModel):

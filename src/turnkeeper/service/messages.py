@@ -22,6 +22,7 @@ from turnkeeper.types import (
     JSONObject,
     Message,
     MessageDraft,
+    MessageQuery,
     NewMessage,
     Role,
     Session,
@@ -242,11 +243,13 @@ class Messages:
         if limit is not None:
             check_positive("limit", limit)
 
+        query = MessageQuery(
+            from_seq=from_seq, to_seq=to_seq, include_internal=include_internal,
+            newest_first=newest_first, limit=limit,
+        )  # fmt: skip
+
         def read(session_id: str) -> list[Message]:
-            return self.core.store.read_messages(
-                session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal,
-                newest_first=newest_first, limit=limit,
-            )  # fmt: skip
+            return self.core.store.read_messages(session_id, query)
 
         if isinstance(ref, Session) and project is None:
             # The session in hand: its messages in one read (a page of an agent's latest items

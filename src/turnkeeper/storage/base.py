@@ -42,6 +42,7 @@ from turnkeeper.types import (
     ExpiryReport,
     Message,
     MessageDraft,
+    MessageQuery,
     NewSession,
     Page,
     ProjectStats,
@@ -203,20 +204,12 @@ class Store(Protocol):
         """The messages of this session with these ids, by id (unknown ids are left out)."""
         ...
 
-    def read_messages(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
-    ) -> list[Message]:
-        """Messages with `from_seq <= seq <= to_seq` (bounds inclusive, None = open), ordered by
-        seq (descending with `newest_first`), at most `limit` of them (taken from the start of
-        that order). Without `include_internal`, internal messages are left out before the
-        limit applies. The cost should grow with what is returned, not the session."""
+    def read_messages(self, session_id: str, query: MessageQuery = MessageQuery()) -> list[Message]:
+        """The page `query` names: messages with `from_seq <= seq <= to_seq` (bounds inclusive,
+        None = open), ordered by seq (descending with `newest_first`), at most `limit` of them
+        (taken from the start of that order). Without `include_internal`, internal messages
+        are left out before the limit applies (`MessageQuery.page` is the rule on a list).
+        The cost should grow with what is returned, not the session."""
         ...
 
     def count_messages(
@@ -329,17 +322,10 @@ class VersionedReadStore(Protocol):
     networked database."""
 
     def read_messages_versioned(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
+        self, session_id: str, query: MessageQuery = MessageQuery()
     ) -> tuple[list[Message], int | None]:
-        """`read_messages(...)` and the session's `version` of the same snapshot (None when
-        it cannot tell, e.g. for an empty page)."""
+        """`read_messages(session_id, query)` and the session's `version` of the same snapshot
+        (None when it cannot tell, e.g. for an empty page)."""
         ...
 
 
@@ -350,52 +336,21 @@ class KnownVersionReadStore(Protocol):
     row again. A store without a cache has no use for the version and need not offer this."""
 
     def read_messages_at(
-        self,
-        session_id: str,
-        version: int,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
+        self, session_id: str, version: int, query: MessageQuery = MessageQuery()
     ) -> list[Message]:
-        """`read_messages(...)` for a caller that read the session at `version`: the page
-        as it was at `version`, or a newer one."""
+        """`read_messages(session_id, query)` for a caller that read the session at `version`:
+        the page as it was at `version`, or a newer one."""
         ...
 
 
 def read_messages_at(
-    store: Store,
-    session_id: str,
-    version: int | None,
-    *,
-    from_seq: int | None = None,
-    to_seq: int | None = None,
-    include_internal: bool = True,
-    newest_first: bool = False,
-    limit: int | None = None,
+    store: Store, session_id: str, version: int | None, query: MessageQuery = MessageQuery()
 ) -> list[Message]:
     """A page of `session_id` for a caller that read the session at `version`: through
     `read_messages_at` where the store has it (a cache), else `read_messages`."""
     if version is not None and isinstance(store, KnownVersionReadStore):
-        return store.read_messages_at(
-            session_id,
-            version,
-            from_seq=from_seq,
-            to_seq=to_seq,
-            include_internal=include_internal,
-            newest_first=newest_first,
-            limit=limit,
-        )
-    return store.read_messages(
-        session_id,
-        from_seq=from_seq,
-        to_seq=to_seq,
-        include_internal=include_internal,
-        newest_first=newest_first,
-        limit=limit,
-    )
+        return store.read_messages_at(session_id, version, query)
+    return store.read_messages(session_id, query)
 
 
 @runtime_checkable
@@ -421,12 +376,8 @@ def message_seq_runs(
         return store.message_seq_runs(
             session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
         )
-    return SeqRanges.of(
-        message.seq
-        for message in store.read_messages(
-            session_id, from_seq=from_seq, to_seq=to_seq, include_internal=include_internal
-        )
-    )
+    query = MessageQuery(from_seq=from_seq, to_seq=to_seq, include_internal=include_internal)
+    return SeqRanges.of(message.seq for message in store.read_messages(session_id, query))
 
 
 @runtime_checkable

@@ -34,6 +34,7 @@ from turnkeeper.types import (
     ExpiryReport,
     Message,
     MessageDraft,
+    MessageQuery,
     NewSession,
     Page,
     ProjectStats,
@@ -146,20 +147,9 @@ class InMemoryStore:
     def _insert(self, new: NewSession, now: datetime) -> Session:
         if new.key is not None and self._live_holder(new.project, new.key) is not None:
             raise Conflict(f"key {new.key!r} is held by a live session of project {new.project!r}")
-        session = Session(
-            id=str(uuid.uuid4()),
-            key=new.key,
-            project=new.project,
-            subject=new.subject,
-            kind=new.kind,
-            title=new.title,
-            phase=new.phase,
-            status=SessionStatus.ACTIVE,
-            created_at=now,
-            updated_at=now,
-            expires_at=None if new.expires_at is None else _utc(new.expires_at),
-            metadata=_copy(dict(new.metadata)),
-        )
+        expires_at = None if new.expires_at is None else _utc(new.expires_at)
+        stored = dataclasses.replace(new, expires_at=expires_at, metadata=_copy(dict(new.metadata)))
+        session = stored.created_as(str(uuid.uuid4()), now)
         self._logs[session.id] = _Log(session)
         return _copy(session)
 
@@ -314,73 +304,37 @@ class InMemoryStore:
             log = self._logs.get(session_id)
             return _copy(self._by_id(log, ids)) if log is not None else {}
 
-    def read_messages(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
-    ) -> list[Message]:
+    def _messages(self, session_id: str) -> list[Message]:
+        """The session's messages in seq order, as stored (none for a missing session)."""
         with self._lock:
             log = self._logs.get(session_id)
-            messages = list(log.messages.values()) if log is not None else []
-        chosen = [
-            m
-            for m in sorted(messages, key=lambda m: m.seq, reverse=newest_first)
-            if (from_seq is None or m.seq >= from_seq)
-            and (to_seq is None or m.seq <= to_seq)
-            and (include_internal or not m.internal)
-        ]
-        return _copy(chosen[:limit] if limit is not None else chosen)
+            return list(log.messages.values()) if log is not None else []
+
+    def read_messages(self, session_id: str, query: MessageQuery = MessageQuery()) -> list[Message]:
+        return _copy(query.page(self._messages(session_id)))
 
     def read_messages_versioned(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
+        self, session_id: str, query: MessageQuery = MessageQuery()
     ) -> tuple[list[Message], int | None]:
         with self._lock:  # re-entrant: the page and the version of one moment
             log = self._logs.get(session_id)
-            page = self.read_messages(
-                session_id,
-                from_seq=from_seq,
-                to_seq=to_seq,
-                include_internal=include_internal,
-                newest_first=newest_first,
-                limit=limit,
-            )
+            page = self.read_messages(session_id, query)
             return page, (log.session.version if log is not None and page else None)
 
     def count_messages(
         self, session_id: str, *, before_seq: int | None = None, include_internal: bool = True
     ) -> int:
-        with self._lock:
-            log = self._logs.get(session_id)
-            messages = list(log.messages.values()) if log is not None else []
         return sum(
             1
-            for m in messages
+            for m in self._messages(session_id)
             if (before_seq is None or m.seq < before_seq) and (include_internal or not m.internal)
         )
 
     def message_seq_runs(
         self, session_id: str, *, from_seq: int, to_seq: int, include_internal: bool = True
     ) -> SeqRanges:
-        with self._lock:
-            log = self._logs.get(session_id)
-            messages = list(log.messages.values()) if log is not None else []
-        return SeqRanges.of(
-            m.seq
-            for m in messages
-            if from_seq <= m.seq <= to_seq and (include_internal or not m.internal)
-        )
+        query = MessageQuery(from_seq=from_seq, to_seq=to_seq, include_internal=include_internal)
+        return SeqRanges.of(m.seq for m in self._messages(session_id) if query.selects(m))
 
     def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
         with self._lock:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from turnkeeper.errors import Conflict, InvalidInput, SeqConflict, SessionExpired, SessionNotFound
 from turnkeeper.storage.base import Store
 from turnkeeper.testing.values import LATER, MISSING, NOW, draft, new_session
-from turnkeeper.types import Role, SessionFilter, SessionPatch, SessionStatus, Usage
+from turnkeeper.types import MessageQuery, Role, SessionFilter, SessionPatch, SessionStatus, Usage
 
 
 class StoreContract:
@@ -307,7 +308,7 @@ class StoreContract:
         stored = store.append_messages(session.id, batch, now=LATER)
         assert [m.seq for m in stored] == list(range(2, 2_347))
         assert [m.id for m in stored] == [d.id for d in batch]
-        assert store.read_messages(session.id, from_seq=2) == stored
+        assert store.read_messages(session.id, MessageQuery(from_seq=2)) == stored
         after = store.get_session(session.id)
         assert (after.message_count, after.last_seq) == (2_346, 2_346)
         assert after.stored_tokens == 3 + sum(d.tokens for d in batch)
@@ -499,8 +500,8 @@ class StoreContract:
             now=NOW,
         )
 
-        def seqs(**kwargs: object) -> list[int]:
-            return [m.seq for m in store.read_messages(session.id, **kwargs)]  # type: ignore[arg-type]
+        def seqs(**kwargs: Any) -> list[int]:
+            return [m.seq for m in store.read_messages(session.id, MessageQuery(**kwargs))]
 
         assert seqs() == [1, 2, 3, 4, 5, 6]
         assert seqs(from_seq=2, to_seq=4) == [2, 3, 4]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from turnkeeper.types import JSONObject, MessageDraft, NewSession, Role, Usage
+from turnkeeper.types import JSONObject, MessageDraft, NewSession, Role
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 """The time every contract test starts at (stores take `now` as an argument, never the clock)."""
@@ -16,26 +17,11 @@ MISSING = "ffffffff-ffff-4fff-bfff-ffffffffffff"
 
 
 def new_session(
-    project: str = "contract",
-    *,
-    key: str | None = None,
-    title: str | None = None,
-    subject: str | None = None,
-    kind: str | None = None,
-    phase: str | None = None,
-    expires_at: datetime | None = None,
-    metadata: JSONObject | None = None,
+    project: str = "contract", *, metadata: JSONObject | None = None, **fields: Any
 ) -> NewSession:
-    return NewSession(
-        project=project,
-        key=key,
-        subject=subject,
-        kind=kind,
-        title=title,
-        phase=phase,
-        expires_at=expires_at,
-        metadata=metadata or {},
-    )
+    """A `NewSession` of `project` with the other fields given (`key`, `title`, `subject`,
+    `kind`, `phase`, `expires_at`), checked by `NewSession` itself."""
+    return NewSession(project=project, metadata=metadata or {}, **fields)
 
 
 def draft(
@@ -44,23 +30,18 @@ def draft(
     id: str | None = None,
     role: Role = Role.USER,
     tokens: int = 3,
-    internal: bool = False,
-    author: str | None = None,
-    usage: Usage | None = None,
-    metadata: JSONObject | None = None,
-    trace: str | None = None,
     created_at: datetime = NOW,
+    metadata: JSONObject | None = None,
+    **fields: Any,
 ) -> MessageDraft:
-    """A finished message as the service hands it to a store (a fresh id unless given)."""
+    """A finished message as the service hands it to a store (a fresh id unless given), with
+    the other fields given (`author`, `internal`, `usage`, `trace`, …)."""
     return MessageDraft(
         id=id or f"m-{uuid.uuid4().hex[:12]}",
         role=role,
         content=content,
         tokens=tokens,
         created_at=created_at,
-        author=author,
-        internal=internal,
-        usage=usage,
         metadata=metadata or {},
-        trace=trace,
+        **fields,
     )

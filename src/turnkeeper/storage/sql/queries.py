@@ -16,7 +16,7 @@ from typing import Any
 
 from turnkeeper.storage.codec import decode_cursor, from_ts
 from turnkeeper.storage.sql.dialect import Dialect
-from turnkeeper.types import SessionFilter
+from turnkeeper.types import MessageQuery, SessionFilter
 
 SESSION_COLUMNS = (
     "id, key, project, subject, kind, title, phase, status, created_at, updated_at, expires_at,"
@@ -322,35 +322,28 @@ PAGE_VERSION = ", (SELECT version FROM sessions WHERE id = ?) AS session_version
 
 
 def read_messages_query(
-    session_id: str,
-    *,
-    from_seq: int | None,
-    to_seq: int | None,
-    include_internal: bool,
-    newest_first: bool,
-    limit: int | None,
-    with_version: bool = False,
+    session_id: str, query: MessageQuery, with_version: bool = False
 ) -> tuple[str, list[Any]]:
     """The page's query; `with_version` adds the session's `version` to every row (as
     `session_version`), read in the same statement, so of the same snapshot as the page."""
     clauses = ["session_id = ?"]
     params: list[Any] = [session_id, session_id] if with_version else [session_id]
-    if not include_internal:
+    if not query.include_internal:
         clauses.append("NOT internal")
-    if from_seq is not None:
+    if query.from_seq is not None:
         clauses.append("seq >= ?")
-        params.append(from_seq)
-    if to_seq is not None:
+        params.append(query.from_seq)
+    if query.to_seq is not None:
         clauses.append("seq <= ?")
-        params.append(to_seq)
+        params.append(query.to_seq)
     columns = MESSAGE_COLUMNS + (PAGE_VERSION if with_version else "")
     sql = (
         f"SELECT {columns} FROM messages WHERE {' AND '.join(clauses)}"
-        f" ORDER BY seq {'DESC' if newest_first else 'ASC'}"
+        f" ORDER BY seq {'DESC' if query.newest_first else 'ASC'}"
     )
-    if limit is not None:
+    if query.limit is not None:
         sql += " LIMIT ?"
-        params.append(limit)
+        params.append(query.limit)
     return sql, params
 
 

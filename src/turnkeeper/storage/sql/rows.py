@@ -7,9 +7,10 @@ says which statement of `queries` its tuple fills.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from turnkeeper.storage.appends import AppendPlan, AppendTarget
 from turnkeeper.storage.base import project_stats, session_stats
@@ -34,24 +35,34 @@ from turnkeeper.types import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
+
+
+_FIELD_NAMES: dict[type[DataclassInstance], tuple[str, ...]] = {}
+"""Each value type's field names, found once: a row is mapped for every message or session
+read."""
+
+
+def value_from_row(cls: type[T], row: Row, **decoded: Any) -> T:
+    """A `cls` (a dataclass) whose every field is the row's column of the same name, taken as
+    the driver gives it, except the fields in `decoded` (times, JSON, enums: what the dialect
+    or the type must turn into the value)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    taken = {name: row[name] for name in names if name not in decoded}
+    return cls(**taken, **decoded)
+
 
 def turn_attempt_from_row(row: Row, d: Dialect) -> TurnAttempt:
-    return TurnAttempt(
-        session_id=row["session_id"],
-        turn_id=row["turn_id"],
-        attempt_id=row["attempt_id"],
-        lease_until=d.decode_ts(row["lease_until"]),
-        error=row["error"],
-    )
+    return value_from_row(TurnAttempt, row, lease_until=d.decode_ts(row["lease_until"]))
 
 
 def branch_from_row(row: Row, d: Dialect) -> Branch:
-    return Branch(
-        session_id=row["session_id"],
-        parent_id=row["parent_id"],
-        forked_at_seq=row["forked_at_seq"],
-        created_at=d.decode_ts(row["created_at"]),
-    )
+    return value_from_row(Branch, row, created_at=d.decode_ts(row["created_at"]))
 
 
 def trace_params(session_id: str, traces: Sequence[tuple[int, str]]) -> list[tuple[str, int, str]]:
@@ -83,51 +94,30 @@ def summary_params(checkpoint: SummaryCheckpoint, d: Dialect) -> tuple[Any, ...]
 
 
 def agent_state_from_row(row: Row, d: Dialect) -> AgentState:
-    return AgentState(
-        session_id=row["session_id"],
-        agent=row["agent"],
-        last_processed_seq=row["last_processed_seq"],
-        provider_session_id=row["provider_session_id"],
+    return value_from_row(
+        AgentState,
+        row,
         execution_ms=int(row["execution_ms"]),
-        turns=row["turns"],
         updated_at=d.decode_ts(row["updated_at"]),
     )
 
 
 def summary_from_row(row: Row, d: Dialect) -> SummaryCheckpoint:
-    return SummaryCheckpoint(
-        session_id=row["session_id"],
-        covers_to_seq=row["covers_to_seq"],
-        text=row["text"],
-        tokens=row["tokens"],
-        method=row["method"],
-        created_at=d.decode_ts(row["created_at"]),
-    )
+    return value_from_row(SummaryCheckpoint, row, created_at=d.decode_ts(row["created_at"]))
 
 
 # -- rows → domain values ---------------------------------------------------------------------
 
 
 def session_from_row(row: Row, d: Dialect) -> Session:
-    return Session(
-        id=row["id"],
-        key=row["key"],
-        project=row["project"],
-        subject=row["subject"],
-        kind=row["kind"],
-        title=row["title"],
-        phase=row["phase"],
+    return value_from_row(
+        Session,
+        row,
         status=SessionStatus(row["status"]),
         created_at=d.decode_ts(row["created_at"]),
         updated_at=d.decode_ts(row["updated_at"]),
         expires_at=d.decode_ts_or_none(row["expires_at"]),
-        message_count=row["message_count"],
-        last_seq=row["last_seq"],
-        stored_tokens=row["stored_tokens"],
-        usage_input_tokens=row["usage_input_tokens"],
-        usage_output_tokens=row["usage_output_tokens"],
         metadata=d.decode_json(row["metadata"]),
-        version=row["version"],
     )
 
 
@@ -157,10 +147,9 @@ def message_from_row(row: Row, d: Dialect) -> Message:
 
 
 def api_key_from_row(row: Row, d: Dialect) -> ApiKey:
-    return ApiKey(
-        id=row["id"],
-        project=row["project"],
-        name=row["name"],
+    return value_from_row(
+        ApiKey,
+        row,
         admin=bool(row["admin"]),
         created_at=d.decode_ts(row["created_at"]),
         revoked_at=d.decode_ts_or_none(row["revoked_at"]),

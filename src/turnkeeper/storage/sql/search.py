@@ -42,6 +42,7 @@ from turnkeeper.storage.search import (
     snippet_parts,
 )
 from turnkeeper.storage.sql.dialect import Dialect, Row
+from turnkeeper.storage.sql.rows import value_from_row
 from turnkeeper.storage.sql.store import Executor
 from turnkeeper.types import Role
 
@@ -79,15 +80,11 @@ def filter_clauses(where: SearchFilter, d: Dialect) -> tuple[list[str], list[Any
 
 
 def hit_from_row(row: Row, d: Dialect) -> SearchHit:
-    return SearchHit(
-        session_id=row["session_id"],
-        session_key=row["session_key"],
-        session_title=row["session_title"],
-        project=row["project"],
-        message_id=row["message_id"],
+    return value_from_row(
+        SearchHit,
+        row,
         seq=int(row["seq"]),
         role=Role(row["role"]),
-        author=row["author"],
         created_at=d.decode_ts(row["created_at"]),
         snippet=snippet_parts(str(row["snippet"] or "")),
         rank=float(row["score"]),

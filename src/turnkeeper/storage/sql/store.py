@@ -66,6 +66,7 @@ from turnkeeper.types import (
     ExpiryReport,
     Message,
     MessageDraft,
+    MessageQuery,
     NewSession,
     Page,
     ProjectStats,
@@ -175,47 +176,21 @@ class SQLStore:
         query, params = queries.list_sessions_query(where, limit, cursor, self.dialect)
         return page_from_rows(self._read(query, params), limit, self.dialect)
 
-    def read_messages(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
-    ) -> list[Message]:
-        query, params = queries.read_messages_query(
-            session_id,
-            from_seq=from_seq,
-            to_seq=to_seq,
-            include_internal=include_internal,
-            newest_first=newest_first,
-            limit=limit,
-        )
-        return [message_from_row(row, self.dialect) for row in self._read(query, params)]
+    def read_messages(self, session_id: str, query: MessageQuery = MessageQuery()) -> list[Message]:
+        return self._page(session_id, query, with_version=False)[0]
 
     def read_messages_versioned(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        include_internal: bool = True,
-        newest_first: bool = False,
-        limit: int | None = None,
+        self, session_id: str, query: MessageQuery = MessageQuery()
     ) -> tuple[list[Message], int | None]:
-        query, params = queries.read_messages_query(
-            session_id,
-            from_seq=from_seq,
-            to_seq=to_seq,
-            include_internal=include_internal,
-            newest_first=newest_first,
-            limit=limit,
-            with_version=True,
-        )
-        rows = self._read(query, params)
-        version = int(rows[0]["session_version"]) if rows else None
+        return self._page(session_id, query, with_version=True)
+
+    def _page(
+        self, session_id: str, query: MessageQuery, *, with_version: bool
+    ) -> tuple[list[Message], int | None]:
+        """The page, and with `with_version` the session's version read in the same statement
+        (None for an empty page, or without it)."""
+        rows = self._read(*queries.read_messages_query(session_id, query, with_version))
+        version = int(rows[0]["session_version"]) if rows and with_version else None
         return [message_from_row(row, self.dialect) for row in rows], version
 
     def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from turnkeeper.errors import InvalidInput
 from turnkeeper.server.deps import TK, Searches
 from turnkeeper.server.ui.render import page
-from turnkeeper.server.ui.views import UICaller, UIRoute, projects_for
+from turnkeeper.server.ui.views import Filters, UICaller, UIRoute, projects_for
 from turnkeeper.storage.search import SYNTAX_HINT, SearchHit
 from turnkeeper.types import Role
 
@@ -36,14 +36,11 @@ def _day(field: str, value: str) -> datetime | None:
 
 
 @dataclass(frozen=True, slots=True)
-class SearchFilters:
-    """The search page's form, as it is sent ("": any; dates as `<input type="date">` sends
-    them)."""
+class SearchFilters(Filters):
+    """The search page's form: the words are looked for in message content; the dates are as
+    `<input type="date">` sends them."""
 
-    q: str = ""
-    project: str = ""
     role: str = ""
-    kind: str = ""
     since: str = ""
     until: str = ""
 

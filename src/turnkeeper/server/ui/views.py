@@ -176,12 +176,19 @@ def projects_for(tk: Turnkeeper, caller: Caller) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionFilters:
-    """The sessions list's filter form, as it is sent ("": any)."""
+class Filters:
+    """What a filter form (the sessions list's, the search page's) sends, each field as typed
+    ("": any): the words, and the project and kind of session to look in."""
 
     q: str = ""
     project: str = ""
     kind: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilters(Filters):
+    """The sessions list's filter form: the words are looked for in key, subject and title."""
+
     status: str = ""
     phase: str = ""
 

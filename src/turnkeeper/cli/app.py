@@ -235,6 +235,7 @@ def command(group: typer.Typer, name: str) -> Callable[[Action], Action]:
             with open_ctx(db, json_output) as ctx:
                 action(ctx, **options)
 
+        # typer reads a command's options from its callback's signature and annotations
         run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in parameters}
         run.__doc__, run.__name__ = action.__doc__, action.__name__

@@ -15,6 +15,11 @@ from turnkeeper.cli.output import Output, listing
 from turnkeeper.storage.search import SearchHit
 
 
+def _only(name: str, metavar: str, what: str) -> Any:
+    """A filter of the search: only the hits `what` names."""
+    return typer.Option(name, metavar=metavar, help=f"Only {what}.")
+
+
 def _time_option(name: str, meaning: str) -> Any:
     return typer.Option(
         name,
@@ -36,18 +41,11 @@ def search(
         ),
     ],
     session: Annotated[
-        str | None,
-        typer.Option("--session", metavar="SESSION", help="Only this session (id or key)."),
+        str | None, _only("--session", "SESSION", "this session (id or key)")
     ] = None,
-    role: Annotated[
-        str | None, typer.Option("--role", metavar="ROLE", help="Only messages of this role.")
-    ] = None,
-    author: Annotated[
-        str | None, typer.Option("--author", metavar="A", help="Only messages by this author.")
-    ] = None,
-    kind: Annotated[
-        str | None, typer.Option("--kind", metavar="K", help="Only sessions of this kind.")
-    ] = None,
+    role: Annotated[str | None, _only("--role", "ROLE", "messages of this role")] = None,
+    author: Annotated[str | None, _only("--author", "A", "messages by this author")] = None,
+    kind: Annotated[str | None, _only("--kind", "K", "sessions of this kind")] = None,
     since: Annotated[datetime | None, _time_option("--since", "at or after")] = None,
     until: Annotated[datetime | None, _time_option("--until", "before")] = None,
     internal: Annotated[

@@ -30,6 +30,27 @@ def test_every_command_is_checked() -> None:
     assert len(COMMANDS) > 20
 
 
+def _leaves(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    subcommands = getattr(command, "commands", {})
+    if not subcommands:
+        return [(path, command)]
+    return [leaf for name, sub in subcommands.items() for leaf in _leaves(sub, (*path, name))]
+
+
+def test_every_command_that_prints_takes_db_and_json_after_its_own_options() -> None:
+    """`command` adds them to the options a command declares; the commands that open their
+    context themselves declare them last too. Only the long-running ones take no --json."""
+    without_json = set()
+    for path, command in _leaves(typer.main.get_command(app)):
+        names = [param.name for param in getattr(command, "params", []) if param.name != "help"]
+        if "json_output" in names:
+            assert names[-2:] == ["db", "json_output"], path
+        else:
+            assert names[-1] == "db", path
+            without_json.add(path)
+    assert without_json == {("chat",), ("mcp",), ("serve",)}
+
+
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "turnkeeper")
 def test_help_shows_no_type_tags_and_plain_usage(path: tuple[str, ...]) -> None:
     result = CliRunner(env={"COLUMNS": "80"}).invoke(app, [*path, "--help"])

@@ -9,6 +9,7 @@ light: without it, `turnkeeper` says what to install instead of failing on an im
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -17,40 +18,31 @@ from turnkeeper import telemetry
 CLI_PACKAGES = frozenset({"typer", "click", "rich"})
 MISSING_CLI = "error: the turnkeeper command line is not installed: pip install 'turnkeeper[cli]'"
 
+COMMAND_MODULES = (
+    "admin",
+    "agents",
+    "branches",
+    "chat",
+    "mcp",
+    "messages",
+    "search",
+    "server",
+    "sessions",
+    "trace",
+    "transfer",
+)
+"""The modules of `turnkeeper.cli` that declare commands: importing one registers its commands
+on `app`."""
+
 try:
-    from turnkeeper.cli import (
-        admin,
-        agents,
-        branches,
-        chat,
-        mcp,
-        messages,
-        search,
-        server,
-        sessions,
-        trace,
-        transfer,
-    )
     from turnkeeper.cli.app import app
+
+    for _module in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{_module}")
 except ModuleNotFoundError as exc:  # the library without its `cli` extra
     if (exc.name or "").split(".")[0] not in CLI_PACKAGES:
         raise
     app: Any = None  # type: ignore[no-redef]
-    _COMMAND_MODULES: tuple[Any, ...] = ()
-else:
-    _COMMAND_MODULES = (
-        admin,
-        agents,
-        branches,
-        chat,
-        mcp,
-        messages,
-        search,
-        server,
-        sessions,
-        trace,
-        transfer,
-    )
 
 __all__ = ["app", "main"]
 

@@ -15,6 +15,7 @@ from turnkeeper.cli.app import (
     JsonOption,
     ProjectOption,
     app,
+    command,
     open_ctx,
     parse_timedelta,
 )
@@ -24,8 +25,9 @@ from turnkeeper.types import NewMessage, StrategyName
 from turnkeeper.wording import counted
 
 
-@app.command("gc")
+@command(app, "gc")
 def gc(
+    ctx: Ctx,
     delete: Annotated[
         bool, typer.Option("--delete", help="Also delete expired sessions past the grace period.")
     ] = False,
@@ -54,51 +56,44 @@ def gc(
         bool,
         typer.Option("--dry-run", help="Report what would be expired and deleted; change nothing."),
     ] = False,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Mark sessions past their expiry as expired (and with --delete, delete old ones).
 
     Prints counts; --json lists the session ids.
     """
-    with open_ctx(db, json_output) as ctx:
-        if dry_run:
-            ctx.out.expiry(
-                ctx.tk.transfer.expire(delete=delete, grace=grace, dry_run=True),
-                delete=delete,
-                dry_run=True,
-            )
-            return
-        # The plan gives the progress bar its total (what is deleted may differ by a few
-        # sessions that expire or are deleted meanwhile; the report says what happened).
-        total = (
-            len(ctx.tk.transfer.expire(delete=True, grace=grace, dry_run=True).deleted)
-            if delete
-            else 0
+    if dry_run:
+        ctx.out.expiry(
+            ctx.tk.transfer.expire(delete=delete, grace=grace, dry_run=True),
+            delete=delete,
+            dry_run=True,
         )
-        with ctx.out.progress("Deleting expired sessions", total=total) as advance:
-            report = ctx.tk.transfer.expire(
-                delete=delete, grace=grace, archive_dir=archive_dir, progress=lambda _: advance()
-            )
-        ctx.out.expiry(report, delete=delete)
+        return
+    # The plan gives the progress bar its total (what is deleted may differ by a few
+    # sessions that expire or are deleted meanwhile; the report says what happened).
+    total = (
+        len(ctx.tk.transfer.expire(delete=True, grace=grace, dry_run=True).deleted) if delete else 0
+    )
+    with ctx.out.progress("Deleting expired sessions", total=total) as advance:
+        report = ctx.tk.transfer.expire(
+            delete=delete, grace=grace, archive_dir=archive_dir, progress=lambda _: advance()
+        )
+    ctx.out.expiry(report, delete=delete)
 
 
-@app.command("stats")
+@command(app, "stats")
 def stats(
+    ctx: Ctx,
     session: Annotated[
         str | None,
         typer.Argument(metavar="SESSION", help="A session id or key (default: per project)."),
     ] = None,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Statistics of one session, or of every project (or of --project)."""
-    with open_ctx(db, json_output) as ctx:
-        if session is not None:
-            ctx.out.session_stats(ctx.tk.session_stats(session, project=project))
-        else:
-            ctx.out.project_stats(ctx.tk.project_stats(project))
+    if session is not None:
+        ctx.out.session_stats(ctx.tk.session_stats(session, project=project))
+    else:
+        ctx.out.project_stats(ctx.tk.project_stats(project))
 
 
 DEMO_KEY = "demo-trip-planner"

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from turnkeeper.cli.app import DbOption, JsonOption, ProjectOption, SessionArg, app, open_ctx
+from turnkeeper.cli.app import Ctx, ProjectOption, SessionArg, app, command
 from turnkeeper.context.conversation import planner_context
 from turnkeeper.types import Phase
 
@@ -23,18 +23,15 @@ SummaryOption = Annotated[
 ]
 
 
-@agents.command("list")
-def list_agents(
-    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
-    json_output: JsonOption = False,
-) -> None:  # fmt: skip
+@command(agents, "list")
+def list_agents(ctx: Ctx, session: SessionArg, project: ProjectOption = None) -> None:
     """Every agent's state in the session: last seq processed, provider session, time."""
-    with open_ctx(db, json_output) as ctx:
-        ctx.out.agent_states(ctx.tk.agents.states(session, project=project))
+    ctx.out.agent_states(ctx.tk.agents.states(session, project=project))
 
 
-@agents.command("responded")
+@command(agents, "responded")
 def responded(
+    ctx: Ctx,
     session: SessionArg,
     agent: AgentArg,
     reply: Annotated[
@@ -48,67 +45,50 @@ def responded(
         int | None, typer.Option("--execution-ms", metavar="MS", help="Time the turn took.")
     ] = None,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Record that AGENT answered: store its reply and move it to the end of the history."""
-    with open_ctx(db, json_output) as ctx:
-        state = ctx.tk.agents.responded(
-            session, agent, reply, provider_session_id=provider_session_id,
-            execution_ms=execution_ms, project=project,
-        )  # fmt: skip
-        ctx.out.agent_states([state])
+    state = ctx.tk.agents.responded(
+        session, agent, reply, provider_session_id=provider_session_id,
+        execution_ms=execution_ms, project=project,
+    )  # fmt: skip
+    ctx.out.agent_states([state])
 
 
-@agents.command("phase")
+@command(agents, "phase")
 def phase(
+    ctx: Ctx,
     session: SessionArg,
     new_phase: Annotated[Phase, typer.Argument(metavar="PHASE", help="The new phase.")],
     by: Annotated[str | None, typer.Option("--by", metavar="AGENT", help="Who moves it.")] = None,
     summary: SummaryOption = None,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Move the session to PHASE, recording the transition in the history."""
-    with open_ctx(db, json_output) as ctx:
-        event = ctx.tk.agents.set_phase(session, new_phase, by=by, summary=summary, project=project)
-        ctx.out.appended(event)
+    event = ctx.tk.agents.set_phase(session, new_phase, by=by, summary=summary, project=project)
+    ctx.out.appended(event)
 
 
-@agents.command("handoff")
+@command(agents, "handoff")
 def handoff(
+    ctx: Ctx,
     session: SessionArg,
     from_agent: Annotated[str, typer.Argument(metavar="FROM", help="Agent handing over.")],
     to_agent: Annotated[str, typer.Argument(metavar="TO", help="Agent taking over.")],
     summary: SummaryOption = None,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Record that FROM hands the work to TO (with a summary), in the history."""
-    with open_ctx(db, json_output) as ctx:
-        ctx.out.appended(
-            ctx.tk.agents.handoff(session, from_agent, to_agent, summary, project=project)
-        )
+    ctx.out.appended(ctx.tk.agents.handoff(session, from_agent, to_agent, summary, project=project))
 
 
-@app.command("summaries")
-def summaries(
-    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
-    json_output: JsonOption = False,
-) -> None:  # fmt: skip
+@command(app, "summaries")
+def summaries(ctx: Ctx, session: SessionArg, project: ProjectOption = None) -> None:
     """The session's stored summary checkpoints (rolling summaries of older messages)."""
-    with open_ctx(db, json_output) as ctx:
-        ctx.out.summaries(ctx.tk.summaries(session, project=project))
+    ctx.out.summaries(ctx.tk.summaries(session, project=project))
 
 
-@app.command("conversation-context")
-def conversation_context(
-    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
-    json_output: JsonOption = False,
-) -> None:  # fmt: skip
+@command(app, "conversation-context")
+def conversation_context(ctx: Ctx, session: SessionArg, project: ProjectOption = None) -> None:
     """The conversation context object; prints the planner text (--json: the whole object)."""
-    with open_ctx(db, json_output) as ctx:
-        found = ctx.tk.conversation_context(session, project=project)
-        ctx.out.conversation_context(found, planner_context(found))
+    found = ctx.tk.conversation_context(session, project=project)
+    ctx.out.conversation_context(found, planner_context(found))

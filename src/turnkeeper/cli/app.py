@@ -12,11 +12,12 @@ a value that does not parse) is one line and exit code 2. Neither prints a trace
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -218,6 +219,32 @@ def open_ctx(db: str | None, json_output: bool) -> Iterator[Ctx]:
             ) from None
 
 
+def command(group: typer.Typer, name: str) -> Callable[[Action], Action]:
+    """Register `action(ctx, …)` as the command `name` of `group`, run in an opened `Ctx`.
+
+    The command takes the options `action` declares after `ctx` (in that order), then `--db`
+    and `--json`, which every command takes to open its context; so a command states only
+    what is its own. A command that must check its options before the database is opened
+    (a usage error opens nothing) opens its context itself with `open_ctx`."""
+
+    def register(action: Action) -> Action:
+        own = list(inspect.signature(action, eval_str=True).parameters.values())[1:]
+        parameters = [*own, *_CONTEXT_PARAMETERS]
+
+        def run(db: str | None = None, json_output: bool = False, **options: Any) -> None:
+            with open_ctx(db, json_output) as ctx:
+                action(ctx, **options)
+
+        # typer reads a command's options from its callback's signature and annotations
+        run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters}
+        run.__doc__, run.__name__ = action.__doc__, action.__name__
+        group.command(name)(run)
+        return action
+
+    return register
+
+
 def session_or_new(ctx: Ctx, ref: str, *, project: str | None) -> Session:
     """The session `ref` names; a key that names none gets a new session (llm's habit: adding
     to a conversation that does not exist yet starts it), said on stderr."""
@@ -371,6 +398,11 @@ def metadata_option(help: str) -> Any:
     )
 
 
+def ttl_option(help: str) -> Any:
+    """`--ttl DURATION|never`: a session's lifetime without activity, read by `ttl_value`."""
+    return typer.Option("--ttl", metavar="DURATION|never", help=help)
+
+
 MetadataOption = Annotated[
     dict[str, Any] | None,
     metadata_option("Metadata as a JSON object (replaces the stored metadata as a whole)."),
@@ -388,3 +420,14 @@ OldBudgetOption = Annotated[
 ]
 """`--max-tokens`, still read as `--budget` (`window_budget` merges them) but not shown: to a
 model API `max_tokens` is the reply's limit."""
+
+Action = Callable[..., None]
+"""A command's work, given the opened `Ctx` and the command's own options (see `command`)."""
+
+_CONTEXT_PARAMETERS = (
+    inspect.Parameter("db", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=DbOption),
+    inspect.Parameter(
+        "json_output", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=JsonOption
+    ),
+)
+"""`--db` and `--json`, as `command` adds them after a command's own options."""

@@ -7,19 +7,20 @@ from typing import Annotated
 import typer
 
 from turnkeeper.cli.app import (
-    DbOption,
-    JsonOption,
+    Ctx,
     MetadataOption,
     ProjectOption,
     SessionArg,
     app,
-    open_ctx,
+    command,
+    ttl_option,
     ttl_value,
 )
 
 
-@app.command("fork")
+@command(app, "fork")
 def fork(
+    ctx: Ctx,
     session: SessionArg,
     at: Annotated[
         int,
@@ -40,38 +41,27 @@ def fork(
     metadata: MetadataOption = None,
     ttl: Annotated[
         str | None,
-        typer.Option(
-            "--ttl",
-            metavar="DURATION|never",
-            help="Lifetime without activity, e.g. 24h, or never (default: session_expiration, which is never unless configured).",
+        ttl_option(
+            "Lifetime without activity, e.g. 24h, or never (default: session_expiration, which "
+            "is never unless configured)."
         ),
     ] = None,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Fork SESSION: a new session whose history is SESSION's up to --at, to go on differently."""
-    with open_ctx(db, json_output) as ctx:
-        branch = ctx.tk.fork(
-            session, at, key=key, title=title, metadata=metadata, ttl=ttl_value(ttl),
-            project=project,
-        )  # fmt: skip
-        origin = ctx.tk.fork_origin(branch)
-        ctx.out.session(
-            branch,
-            headline=f"[green]Forked[/] session {session} at seq {at}:",
-            extra={"forked_from": origin},
-        )
+    branch = ctx.tk.fork(
+        session, at, key=key, title=title, metadata=metadata, ttl=ttl_value(ttl), project=project
+    )
+    origin = ctx.tk.fork_origin(branch)
+    ctx.out.session(
+        branch,
+        headline=f"[green]Forked[/] session {session} at seq {at}:",
+        extra={"forked_from": origin},
+    )
 
 
-@app.command("branches")
-def branches(
-    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
-    json_output: JsonOption = False,
-) -> None:  # fmt: skip
+@command(app, "branches")
+def branches(ctx: Ctx, session: SessionArg, project: ProjectOption = None) -> None:
     """List the branches forked from SESSION, and where SESSION itself came from."""
-    with open_ctx(db, json_output) as ctx:
-        found = ctx.tk.get_session(session, project=project)
-        ctx.out.branches(
-            found.id, ctx.tk.fork_origin(found), ctx.tk.branches(found, project=project)
-        )
+    found = ctx.tk.get_session(session, project=project)
+    ctx.out.branches(found.id, ctx.tk.fork_origin(found), ctx.tk.branches(found, project=project))

@@ -10,6 +10,7 @@ import typer
 
 from turnkeeper.cli.app import (
     BudgetOption,
+    Ctx,
     DbOption,
     JsonOption,
     OldBudgetOption,
@@ -17,6 +18,7 @@ from turnkeeper.cli.app import (
     SessionArg,
     StrategyOption,
     app,
+    command,
     latest_session,
     metadata_option,
     open_ctx,
@@ -108,8 +110,9 @@ def add(
         ctx.out.appended(message)
 
 
-@app.command("history")
+@command(app, "history")
 def history(
+    ctx: Ctx,
     session: Annotated[
         str | None,
         typer.Argument(
@@ -133,31 +136,29 @@ def history(
         int | None, typer.Option("--limit", metavar="N", help="At most N messages.")
     ] = None,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Show a session's stored messages (the audit trail), whatever its status; without
     SESSION, those of the most recently active one."""
-    with open_ctx(db, json_output) as ctx:
-        if session is None:
-            found = latest_session(ctx, project=project)
-        else:
-            found = ctx.tk.get_session(session, project=project)
-        messages = ctx.tk.history(
-            found, from_seq=from_seq, to_seq=to_seq, include_internal=internal,
-            newest_first=newest_first, limit=limit,
-        )  # fmt: skip
-        origin = ctx.tk.fork_origin(found)
-        if origin is not None:
-            ctx.out.note(
-                f"[dim]A branch of session {origin.parent_id}: messages up to"
-                f" #{origin.forked_at_seq} came from it.[/]"
-            )
-        ctx.out.history(found.id, messages)
+    if session is None:
+        found = latest_session(ctx, project=project)
+    else:
+        found = ctx.tk.get_session(session, project=project)
+    messages = ctx.tk.history(
+        found, from_seq=from_seq, to_seq=to_seq, include_internal=internal,
+        newest_first=newest_first, limit=limit,
+    )  # fmt: skip
+    origin = ctx.tk.fork_origin(found)
+    if origin is not None:
+        ctx.out.note(
+            f"[dim]A branch of session {origin.parent_id}: messages up to"
+            f" #{origin.forked_at_seq} came from it.[/]"
+        )
+    ctx.out.history(found.id, messages)
 
 
-@app.command("context")
+@command(app, "context")
 def context(
+    ctx: Ctx,
     session: SessionArg,
     strategy: StrategyOption = None,
     budget: BudgetOption = None,
@@ -198,17 +199,14 @@ def context(
         typer.Option("--trigger", metavar="SEQ", help="Stored message to answer (with --agent)."),
     ] = None,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Build the window the model would see for the next turn, and report how it was built.
     With --agent, the window is that agent's view of a multi-agent conversation."""
-    with open_ctx(db, json_output) as ctx:
-        window = ctx.tk.context(
-            session, strategy=strategy, budget_tokens=window_budget(budget, max_tokens),
-            reserved_tokens=reserved,
-            keep_recent=keep_recent, model=model, include_internal=internal, project=project,
-            new_message=None if pending is None else NewMessage(role="user", content=pending),
-            agent=agent, trigger=trigger,
-        )  # fmt: skip
-        ctx.out.context(window, _payload(window, shape))
+    window = ctx.tk.context(
+        session, strategy=strategy, budget_tokens=window_budget(budget, max_tokens),
+        reserved_tokens=reserved,
+        keep_recent=keep_recent, model=model, include_internal=internal, project=project,
+        new_message=None if pending is None else NewMessage(role="user", content=pending),
+        agent=agent, trigger=trigger,
+    )  # fmt: skip
+    ctx.out.context(window, _payload(window, shape))

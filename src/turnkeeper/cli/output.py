@@ -101,6 +101,15 @@ def _counted(count: int, seqs: SeqRanges) -> str:
     return f"{count} (seq {seqs})" if seqs else str(count)
 
 
+def listing(*columns: str) -> Table:
+    """A table of rows under a bold header (sessions, messages, hits…), with `columns` (more
+    may be added with their own settings)."""
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
 def _fields_table(rows: Sequence[tuple[str, Text | str]]) -> Table:
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
@@ -162,6 +171,17 @@ class Output:
         sys.stdout.write(json.dumps(records.plain(value), ensure_ascii=False, indent=2) + "\n")
         sys.stdout.flush()
 
+    def listed(self, document: Any, items: Sequence[Any], empty: str) -> bool:
+        """The start every listing shares: `document` with --json, else `empty` (dimmed) when
+        there is nothing to list. Whether that said it all (False: print the list)."""
+        if self.json:
+            self.document(document)
+            return True
+        if not items:
+            self.console.print(f"[dim]{empty}[/]")
+            return True
+        return False
+
     def note(self, message: str) -> None:
         """A line for people (markup allowed); nothing in JSON mode."""
         if not self.json:
@@ -215,11 +235,8 @@ class Output:
     # -- sessions ---------------------------------------------------------------------------
 
     def session_page(self, page: Page[Session]) -> None:
-        if self.json:
-            self.document({"sessions": page.items, "next_cursor": page.next_cursor})
-            return
-        if not page.items:
-            self.console.print("[dim]No sessions.[/]")
+        document = {"sessions": page.items, "next_cursor": page.next_cursor}
+        if self.listed(document, page.items, "No sessions."):
             return
         # One project on the page (e.g. --project): its column would only repeat it.
         projects = {s.project for s in page.items}
@@ -321,13 +338,9 @@ class Output:
         )
 
     def history(self, session_id: str, messages: Sequence[Message]) -> None:
-        if self.json:
-            self.document({"session_id": session_id, "messages": messages})
+        if self.listed({"session_id": session_id, "messages": messages}, messages, "No messages."):
             return
-        if not messages:
-            self.console.print("[dim]No messages.[/]")
-            return
-        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        table = listing()
         table.add_column("seq", justify="right")
         table.add_column("time", no_wrap=True)
         table.add_column("role")
@@ -365,7 +378,7 @@ class Output:
         self.console.print(self._report_panel(window.report))
 
     def _window_table(self, messages: Sequence[ContextMessage]) -> Table:
-        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        table = listing()
         table.add_column("role", min_width=9)
         table.add_column("author", max_width=16)
         table.add_column("kind", min_width=7)
@@ -467,15 +480,9 @@ class Output:
         self.console.print(_fields_table(rows))
 
     def agent_states(self, states: Sequence[AgentState]) -> None:
-        if self.json:
-            self.document({"agents": states})
+        if self.listed({"agents": states}, states, "No agent has answered in this session."):
             return
-        if not states:
-            self.console.print("[dim]No agent has answered in this session.[/]")
-            return
-        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
-        for column in ("agent", "last seq", "provider session", "turns", "time (ms)", "updated"):
-            table.add_column(column)
+        table = listing("agent", "last seq", "provider session", "turns", "time (ms)", "updated")
         for st in states:
             table.add_row(
                 Text(st.agent), str(st.last_processed_seq), _opt(st.provider_session_id),
@@ -496,9 +503,7 @@ class Output:
         if not forks:
             self.console.print("[dim]No branches forked from this session.[/]")
             return
-        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
-        for column in ("branch", "forked at seq", "created"):
-            table.add_column(column)
+        table = listing("branch", "forked at seq", "created")
         for b in forks:
             table.add_row(Text(b.session_id), str(b.forked_at_seq), _when(b.created_at))
         self.console.print(table)
@@ -523,14 +528,9 @@ class Output:
         self.console.print(Text(planner))
 
     def project_stats(self, projects: Sequence[ProjectStats]) -> None:
-        if self.json:
-            self.document({"projects": projects})
+        if self.listed({"projects": projects}, projects, "No sessions."):
             return
-        if not projects:
-            self.console.print("[dim]No sessions.[/]")
-            return
-        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
-        table.add_column("project")
+        table = listing("project")
         for status in SessionStatus:
             table.add_column(status.value, justify="right")
         table.add_column("messages", justify="right")

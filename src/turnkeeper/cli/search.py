@@ -7,14 +7,17 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from turnkeeper import records
-from turnkeeper.cli.app import DbOption, JsonOption, app, open_ctx, parse_since
-from turnkeeper.cli.output import Output
+from turnkeeper.cli.app import Ctx, app, command, parse_since
+from turnkeeper.cli.output import Output, listing
 from turnkeeper.storage.search import SearchHit
+
+
+def _only(name: str, metavar: str, what: str) -> Any:
+    """A filter of the search: only the hits `what` names."""
+    return typer.Option(name, metavar=metavar, help=f"Only {what}.")
 
 
 def _time_option(name: str, meaning: str) -> Any:
@@ -27,8 +30,9 @@ def _time_option(name: str, meaning: str) -> Any:
     )
 
 
-@app.command("search")
+@command(app, "search")
 def search(
+    ctx: Ctx,
     query: Annotated[
         str,
         typer.Argument(
@@ -37,18 +41,11 @@ def search(
         ),
     ],
     session: Annotated[
-        str | None,
-        typer.Option("--session", metavar="SESSION", help="Only this session (id or key)."),
+        str | None, _only("--session", "SESSION", "this session (id or key)")
     ] = None,
-    role: Annotated[
-        str | None, typer.Option("--role", metavar="ROLE", help="Only messages of this role.")
-    ] = None,
-    author: Annotated[
-        str | None, typer.Option("--author", metavar="A", help="Only messages by this author.")
-    ] = None,
-    kind: Annotated[
-        str | None, typer.Option("--kind", metavar="K", help="Only sessions of this kind.")
-    ] = None,
+    role: Annotated[str | None, _only("--role", "ROLE", "messages of this role")] = None,
+    author: Annotated[str | None, _only("--author", "A", "messages by this author")] = None,
+    kind: Annotated[str | None, _only("--kind", "K", "sessions of this kind")] = None,
     since: Annotated[datetime | None, _time_option("--since", "at or after")] = None,
     until: Annotated[datetime | None, _time_option("--until", "before")] = None,
     internal: Annotated[
@@ -62,30 +59,21 @@ def search(
             "--project", metavar="P", help="Search this project only (default: every project)."
         ),
     ] = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Find messages by their content, best matches first, with the matching words marked."""
-    with open_ctx(db, json_output) as ctx:
-        hits = ctx.tk.search(
-            query, project=project, session=session, role=role, author=author, kind=kind,
-            since=since, until=until, include_internal=internal, limit=limit, offset=offset,
-        )  # fmt: skip
-        print_hits(ctx.out, hits)
+    hits = ctx.tk.search(
+        query, project=project, session=session, role=role, author=author, kind=kind,
+        since=since, until=until, include_internal=internal, limit=limit, offset=offset,
+    )  # fmt: skip
+    print_hits(ctx.out, hits)
 
 
 def print_hits(out: Output, hits: Sequence[SearchHit]) -> None:
     """A table of hits (session, seq, time, role, snippet with matches in bold), or JSON."""
-    if out.json:
-        out.document(
-            {"hits": [{**_plain(hit), "snippet_text": hit.marked("", "")} for hit in hits]}
-        )
+    document = {"hits": [{**_plain(hit), "snippet_text": hit.marked("", "")} for hit in hits]}
+    if out.listed(document, hits, "No messages found."):
         return
-    if not hits:
-        out.console.print("[dim]No messages found.[/]")
-        return
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    table.add_column("session")
+    table = listing("session")
     table.add_column("seq", justify="right")
     table.add_column("time", no_wrap=True)
     table.add_column("role")

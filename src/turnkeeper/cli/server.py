@@ -10,12 +10,12 @@ import typer
 
 from turnkeeper import telemetry
 from turnkeeper.cli.app import (
+    Ctx,
     DbOption,
-    JsonOption,
     ProjectOption,
     app,
+    command,
     global_options,
-    open_ctx,
 )
 from turnkeeper.config import load_settings
 from turnkeeper.types import ApiKey
@@ -99,55 +99,48 @@ def _key_record(key: ApiKey) -> dict[str, object]:
     }  # fmt: skip
 
 
-@keys.command("create")
+@command(keys, "create")
 def create_key(
+    ctx: Ctx,
     project: Annotated[str, typer.Option("--project", metavar="P", help="The key's project.")],
     admin: Annotated[
         bool, typer.Option("--admin", help="An admin key sees every project.")
     ] = False,
     name: Annotated[str | None, typer.Option("--name", metavar="N", help="A label.")] = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Make an API key and print it, once: only its hash is stored."""
-    with open_ctx(db, json_output) as ctx:
-        key, token = ctx.tk.keys.create(project, name=name, admin=admin)
-        if ctx.out.json:
-            ctx.out.document({**_key_record(key), "token": token})
-            return
-        typer.echo(token)
-        kind = "admin key" if admin else f"key for project {project!r}"
-        ctx.out.warn(f"New {kind} {key.id}. Store it now: it cannot be shown again.")
+    key, token = ctx.tk.keys.create(project, name=name, admin=admin)
+    if ctx.out.json:
+        ctx.out.document({**_key_record(key), "token": token})
+        return
+    typer.echo(token)
+    kind = "admin key" if admin else f"key for project {project!r}"
+    ctx.out.warn(f"New {kind} {key.id}. Store it now: it cannot be shown again.")
 
 
-@keys.command("list")
-def list_keys(
-    project: ProjectOption = None, db: DbOption = None, json_output: JsonOption = False
-) -> None:
+@command(keys, "list")
+def list_keys(ctx: Ctx, project: ProjectOption = None) -> None:
     """List API keys (of --project), revoked ones included; secrets are never shown."""
-    with open_ctx(db, json_output) as ctx:
-        records = [_key_record(key) for key in ctx.tk.keys.list_keys(project)]
-        if ctx.out.json:
-            ctx.out.document(records)
-            return
-        for record in records:
-            state = "revoked" if record["revoked_at"] else "active"
-            role = "admin" if record["admin"] else "project"
-            typer.echo(f"{record['id']}  {record['project']}  {role}  {state}  {record['name']}")
+    records = [_key_record(key) for key in ctx.tk.keys.list_keys(project)]
+    if ctx.out.json:
+        ctx.out.document(records)
+        return
+    for record in records:
+        state = "revoked" if record["revoked_at"] else "active"
+        role = "admin" if record["admin"] else "project"
+        typer.echo(f"{record['id']}  {record['project']}  {role}  {state}  {record['name']}")
 
 
-@keys.command("revoke")
+@command(keys, "revoke")
 def revoke_key(
+    ctx: Ctx,
     key_id: Annotated[
         str, typer.Argument(metavar="KEY_ID", help="The id (`tk_<id>_…`) to revoke.")
     ],
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Revoke an API key: every later request with it is refused (401)."""
-    with open_ctx(db, json_output) as ctx:
-        key = ctx.tk.keys.revoke(key_id)
-        if ctx.out.json:
-            ctx.out.document(_key_record(key))
-            return
-        ctx.out.note(f"Revoked key {key.id} of project {key.project!r}.")
+    key = ctx.tk.keys.revoke(key_id)
+    if ctx.out.json:
+        ctx.out.document(_key_record(key))
+        return
+    ctx.out.note(f"Revoked key {key.id} of project {key.project!r}.")

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from turnkeeper.cli.app import (
+    Ctx,
     DbOption,
     JsonOption,
     MetadataOption,
@@ -16,9 +17,11 @@ from turnkeeper.cli.app import (
     SessionArg,
     UsageProblem,
     app,
+    command,
     global_options,
     open_ctx,
     parse_since,
+    ttl_option,
     ttl_value,
 )
 from turnkeeper.types import UNSET, SessionStatus
@@ -56,10 +59,9 @@ def create(
     metadata: MetadataOption = None,
     ttl: Annotated[
         str | None,
-        typer.Option(
-            "--ttl",
-            metavar="DURATION|never",
-            help="Lifetime without activity, e.g. 24h, 90m, 2d, or never (default: session_expiration, which is never unless configured).",
+        ttl_option(
+            "Lifetime without activity, e.g. 24h, 90m, 2d, or never (default: "
+            "session_expiration, which is never unless configured)."
         ),
     ] = None,
     get_or_create: Annotated[
@@ -88,8 +90,9 @@ def create(
         ctx.out.session(session, headline=headline, extra={"created": created})
 
 
-@sessions.command("list")
+@command(sessions, "list")
 def list_sessions(
+    ctx: Ctx,
     project: ProjectOption = None,
     subject: Annotated[str | None, typer.Option("--subject", metavar="S")] = None,
     kind: Annotated[str | None, typer.Option("--kind", metavar="K")] = None,
@@ -108,27 +111,20 @@ def list_sessions(
     cursor: Annotated[
         str | None, typer.Option("--cursor", help="Continue from a previous page.")
     ] = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """List sessions, most recently updated first, a page at a time."""
-    with open_ctx(db, json_output) as ctx:
-        page = ctx.tk.list_sessions(
-            project=project, subject=subject, kind=kind, status=status, key=key,
-            updated_since=updated_since, limit=limit, cursor=cursor,
-        )  # fmt: skip
-        ctx.out.session_page(page)
+    page = ctx.tk.list_sessions(
+        project=project, subject=subject, kind=kind, status=status, key=key,
+        updated_since=updated_since, limit=limit, cursor=cursor,
+    )  # fmt: skip
+    ctx.out.session_page(page)
 
 
-@sessions.command("show")
-def show(
-    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
-    json_output: JsonOption = False,
-) -> None:  # fmt: skip
+@command(sessions, "show")
+def show(ctx: Ctx, session: SessionArg, project: ProjectOption = None) -> None:
     """Show a session's fields and statistics."""
-    with open_ctx(db, json_output) as ctx:
-        found = ctx.tk.get_session(session, project=project)
-        ctx.out.session(found, stats=ctx.tk.session_stats(found, project=project))
+    found = ctx.tk.get_session(session, project=project)
+    ctx.out.session(found, stats=ctx.tk.session_stats(found, project=project))
 
 
 @sessions.command("update")
@@ -138,12 +134,7 @@ def update(
     phase: PhaseOption = None,
     metadata: MetadataOption = None,
     ttl: Annotated[
-        str | None,
-        typer.Option(
-            "--ttl",
-            metavar="DURATION|never",
-            help="New lifetime counted from now, e.g. 24h, or never.",
-        ),
+        str | None, ttl_option("New lifetime counted from now, e.g. 24h, or never.")
     ] = None,
     project: ProjectOption = None,
     db: DbOption = None,
@@ -164,34 +155,28 @@ def update(
         ctx.out.session(updated, headline="[green]Updated[/] session:")
 
 
-@sessions.command("reset")
+@command(sessions, "reset")
 def reset(
+    ctx: Ctx,
     session: SessionArg,
     keep_system_message: Annotated[
         bool,
         typer.Option("--keep-system-message", help="Keep the first system message."),
     ] = False,
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Clear a session's messages, keeping the session itself."""
-    with open_ctx(db, json_output) as ctx:
-        cleared = ctx.tk.reset_session(
-            session, keep_system_message=keep_system_message, project=project
-        )
-        ctx.out.session(cleared, headline="[green]Reset[/] session:")
+    cleared = ctx.tk.reset_session(
+        session, keep_system_message=keep_system_message, project=project
+    )
+    ctx.out.session(cleared, headline="[green]Reset[/] session:")
 
 
-@sessions.command("archive")
-def archive(
-    session: SessionArg, project: ProjectOption = None, db: DbOption = None,
-    json_output: JsonOption = False,
-) -> None:  # fmt: skip
+@command(sessions, "archive")
+def archive(ctx: Ctx, session: SessionArg, project: ProjectOption = None) -> None:
     """Archive a session: still readable, no longer live (its key becomes free)."""
-    with open_ctx(db, json_output) as ctx:
-        archived = ctx.tk.archive_session(session, project=project)
-        ctx.out.session(archived, headline="[green]Archived[/] session:")
+    archived = ctx.tk.archive_session(session, project=project)
+    ctx.out.session(archived, headline="[green]Archived[/] session:")
 
 
 @sessions.command("delete")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from turnkeeper.cli.app import DbOption, JsonOption, ProjectOption, SessionArg, app, open_ctx
+from turnkeeper.cli.app import Ctx, ProjectOption, SessionArg, app, command
 from turnkeeper.records import plain
 from turnkeeper.traces import TraceEntry, trace_of, window_diff
 
@@ -18,46 +18,40 @@ def _entry_line(sign: str, entry: TraceEntry) -> str:
     return f"{sign} {where} {entry.role}: {text[:80]}"
 
 
-@app.command("trace")
+@command(app, "trace")
 def trace(
+    ctx: Ctx,
     session: SessionArg,
     seq: Annotated[int, typer.Argument(metavar="SEQ", min=1, help="The reply's seq.")],
     project: ProjectOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
 ) -> None:
     """Show what the model saw for the reply at SEQ: the window exactly as sent, how it was
     built, what it cost, and what entered or fell out since the previous turn."""
-    with open_ctx(db, json_output) as ctx:
-        current, previous = trace_of(ctx.tk, session, seq, project=project)
-        diff = window_diff(previous, current)
-        if ctx.out.json:
-            ctx.out.document(
-                plain(current) | {"previous_seq": previous.seq if previous else None} | plain(diff)
-            )
-            return
-        window = current.to_window()
-        ctx.out.context(window, current.messages())
-        usage = current.usage or {}
-        ctx.out.note(
-            f"reply #{current.seq} to #{current.turn_seq} via {current.source}"
-            f" · model {current.model} · {current.latency_ms} ms"
-            + (
-                f" · usage {usage['input_tokens']} in / {usage['output_tokens']} out"
-                if usage
-                else ""
-            )
-            + _cache_note(usage)
-            + (f" · request {current.request_id}" if current.request_id else "")
+    current, previous = trace_of(ctx.tk, session, seq, project=project)
+    diff = window_diff(previous, current)
+    if ctx.out.json:
+        ctx.out.document(
+            plain(current) | {"previous_seq": previous.seq if previous else None} | plain(diff)
         )
-        if current.summary_covers_to_seq is not None:
-            ctx.out.note(f"summary checkpoint used: covers #1..#{current.summary_covers_to_seq}")
-        since = f"reply #{previous.seq}" if previous else "nothing (the first traced turn)"
-        ctx.out.note(f"since {since}: {len(diff.entered)} entered, {len(diff.left)} left, "
-                     f"{diff.stayed} stayed")  # fmt: skip
-        for sign, entries in (("+", diff.entered), ("-", diff.left)):
-            for entry in entries:
-                ctx.out.note(_entry_line(sign, entry).replace("[", "\\["))
+        return
+    window = current.to_window()
+    ctx.out.context(window, current.messages())
+    usage = current.usage or {}
+    ctx.out.note(
+        f"reply #{current.seq} to #{current.turn_seq} via {current.source}"
+        f" · model {current.model} · {current.latency_ms} ms"
+        + (f" · usage {usage['input_tokens']} in / {usage['output_tokens']} out" if usage else "")
+        + _cache_note(usage)
+        + (f" · request {current.request_id}" if current.request_id else "")
+    )
+    if current.summary_covers_to_seq is not None:
+        ctx.out.note(f"summary checkpoint used: covers #1..#{current.summary_covers_to_seq}")
+    since = f"reply #{previous.seq}" if previous else "nothing (the first traced turn)"
+    ctx.out.note(f"since {since}: {len(diff.entered)} entered, {len(diff.left)} left, "
+                 f"{diff.stayed} stayed")  # fmt: skip
+    for sign, entries in (("+", diff.entered), ("-", diff.left)):
+        for entry in entries:
+            ctx.out.note(_entry_line(sign, entry).replace("[", "\\["))
 
 
 def _cache_note(usage: dict[str, int]) -> str:

@@ -7,8 +7,9 @@ from `app.state`, set by the app factory; tests swap any of them with
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
@@ -22,6 +23,8 @@ from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import Attempt, ChatTurns
 from turnkeeper.validation import NAME_PATTERN
 
+T = TypeVar("T")
+
 # Every dependency here is async: FastAPI runs a sync dependency in the thread pool, and a
 # request's chain (caller, scope, session, attempt) was six hand-offs to a thread and back, each
 # a wake-up of the event loop, for work that is a few attribute reads. Only what reads the
@@ -30,24 +33,20 @@ from turnkeeper.validation import NAME_PATTERN
 # must not queue behind requests; see routes.health).
 
 
-async def get_tk(request: Request) -> Turnkeeper:
-    tk: Turnkeeper = request.app.state.tk
-    return tk
+def _from_state(name: str, kind: type[T]) -> Callable[[Request], Awaitable[T]]:
+    """The dependency answering `app.state.<name>`, a `kind` the app factory put there."""
+
+    async def get(request: Request) -> T:
+        value: T = getattr(request.app.state, name)
+        return value
+
+    return get
 
 
-async def get_turns(request: Request) -> ChatTurns:
-    turns: ChatTurns = request.app.state.turns
-    return turns
-
-
-async def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
-async def get_searches(request: Request) -> PerCallerLimit:
-    searches: PerCallerLimit = request.app.state.searches
-    return searches
+get_tk = _from_state("tk", Turnkeeper)
+get_turns = _from_state("turns", ChatTurns)
+get_settings = _from_state("settings", Settings)
+get_searches = _from_state("searches", PerCallerLimit)
 
 
 async def get_caller(

@@ -50,6 +50,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from turnkeeper.config import Settings
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.server import problems
+from turnkeeper.server.asgi import HTTPMiddleware
 from turnkeeper.server.auth import authenticate, authenticate_remembered, bearer, key_credentials
 from turnkeeper.server.deps import get_caller, get_key_caller
 from turnkeeper.server.ui.auth import LoginRequired, to_login, ui_caller
@@ -66,17 +67,14 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"the request body is larger than the limit of {limit} bytes")
 
 
-class BodyLimit:
+class BodyLimit(HTTPMiddleware):
     """ASGI middleware: refuse a body larger than `max_bytes`, counted as it arrives."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         announced = dict(scope.get("headers", [])).get(b"content-length", b"0")
         if announced.isdigit() and int(announced) > self.max_bytes:
             await _refuse(scope, receive, send, BodyTooLarge(self.max_bytes))
@@ -209,19 +207,16 @@ class CrossSite(HTTPException):
         )
 
 
-class SiteGate:
+class SiteGate(HTTPMiddleware):
     """ASGI middleware: refuse a Host this service does not answer to, and a state-changing
     request another site's page sent (see the module)."""
 
     def __init__(self, app: ASGIApp, *, check_host: bool, allowed_hosts: Collection[str]) -> None:
-        self.app = app
+        super().__init__(app)
         self.check_host = check_host
         self.allowed_hosts = frozenset(allowed_hosts)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         host = headers.get("host")
         if self.check_host and not allowed_host(host, self.allowed_hosts):
@@ -262,19 +257,13 @@ async def refused(request: Request, exc: Exception) -> Response:
     return exc.response
 
 
-class CallerGate:
+class CallerGate(HTTPMiddleware):
     """ASGI middleware: authenticate a request before its body is read (see the module).
 
     Routing has already happened when a route first asks for the body, so the route in the
     scope says which credential it depends on; no table of paths is kept here."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         checked = False
 
         async def after_authentication() -> Message:

@@ -28,10 +28,11 @@ from collections.abc import Callable, MutableMapping
 from typing import Any, Literal
 
 import structlog
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from turnkeeper import metrics, telemetry
 from turnkeeper.logs import ROOT, LogEvent, get_logger, send_to, snapshot
+from turnkeeper.server.asgi import HTTPMiddleware
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -104,20 +105,14 @@ def configure_logging(
 # -- per request ----------------------------------------------------------------------------
 
 
-class RequestObserver:
+class RequestObserver(HTTPMiddleware):
     """ASGI middleware: request id, one `http_request` log line, the request metrics and span.
 
     Written as plain ASGI (not `BaseHTTPMiddleware`) so streamed answers pass through untouched
     and are timed to their last byte.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = _request_id(scope)
         scope.setdefault("state", {})["request_id"] = request_id
         structlog.contextvars.clear_contextvars()

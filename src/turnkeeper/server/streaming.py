@@ -79,3 +79,20 @@ EVENT_SCHEMA = {
     "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
 }
 """The OpenAPI schema of one event of a `text/event-stream` answer."""
+
+
+def relayed_answer(
+    description: str, errors: dict[int | str, dict[str, Any]]
+) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of a route that hands back an upstream's answer unchanged: a
+    JSON object, or its event stream, and `errors` in the provider's shape."""
+    return {
+        200: {
+            "description": description,
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": EVENT_SCHEMA},
+            },
+        },
+        **errors,
+    }

@@ -33,7 +33,7 @@ from turnkeeper.server.answers import answer, pass_through
 from turnkeeper.server.anthropic_schemas import MessagesRequest
 from turnkeeper.server.deps import AttemptDep, KeyScope, SessionHeader
 from turnkeeper.server.problems import ANTHROPIC_ERRORS, anthropic_error, problem_for_error
-from turnkeeper.server.streaming import EVENT_SCHEMA, Chunks, relay, sse
+from turnkeeper.server.streaming import Chunks, relay, relayed_answer, sse
 from turnkeeper.service import Turnkeeper
 from turnkeeper.turns import ChatTurns, TurnOptions
 
@@ -76,16 +76,9 @@ def _events(chunks: Chunks, request_id: str | None) -> Iterator[str]:
 
 @router.post(
     PATH,
-    responses={
-        200: {
-            "description": "The upstream's message (or its event stream), unchanged in shape",
-            "content": {
-                "application/json": {"schema": {"type": "object"}},
-                "text/event-stream": {"schema": EVENT_SCHEMA},
-            },
-        },
-        **ANTHROPIC_ERRORS,
-    },
+    responses=relayed_answer(
+        "The upstream's message (or its event stream), unchanged in shape", ANTHROPIC_ERRORS
+    ),
 )
 def create_message(
     body: MessagesRequest,

@@ -22,7 +22,7 @@ from turnkeeper.server.answers import answer, pass_through
 from turnkeeper.server.deps import AttemptDep, Scope, SessionHeader, Turns
 from turnkeeper.server.problems import OPENAI_ERRORS, openai_error, problem_for_error
 from turnkeeper.server.schemas import ProxyRequest
-from turnkeeper.server.streaming import DONE, EVENT_SCHEMA, Chunks, relay, sse
+from turnkeeper.server.streaming import DONE, Chunks, relay, relayed_answer, sse
 from turnkeeper.turns import TurnOptions, new_turns_from_openai
 
 router = APIRouter(tags=["openai-compatible"])
@@ -42,16 +42,9 @@ def _relay(chunks: Chunks) -> Iterator[str]:
 
 @router.post(
     "/v1/chat/completions",
-    responses={
-        200: {
-            "description": "The upstream's chat completion (or its event stream), unchanged",
-            "content": {
-                "application/json": {"schema": {"type": "object"}},
-                "text/event-stream": {"schema": EVENT_SCHEMA},
-            },
-        },
-        **OPENAI_ERRORS,
-    },
+    responses=relayed_answer(
+        "The upstream's chat completion (or its event stream), unchanged", OPENAI_ERRORS
+    ),
 )
 def chat_completions(
     body: ProxyRequest,

@@ -7,14 +7,17 @@ typed kept, rather than as an error page: it is a typo to fix, not a failure.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from turnkeeper.errors import InvalidInput
 from turnkeeper.server.deps import TK, Searches
 from turnkeeper.server.ui.render import page
-from turnkeeper.server.ui.views import UICaller, UIRoute
+from turnkeeper.server.ui.views import Filters, UICaller, UIRoute, projects_for
 from turnkeeper.storage.search import SYNTAX_HINT, SearchHit
 from turnkeeper.types import Role
 
@@ -32,38 +35,41 @@ def _day(field: str, value: str) -> datetime | None:
         raise InvalidInput(field, f"must be a date such as 2026-01-31, got {value!r}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class SearchFilters(Filters):
+    """The search page's form: the words are looked for in message content; the dates are as
+    `<input type="date">` sends them."""
+
+    role: str = ""
+    since: str = ""
+    until: str = ""
+
+
 @router.get("/search")
 def search_page(
     request: Request,
     tk: TK,
     caller: UICaller,
     searches: Searches,
-    q: str = "",
-    project: str = "",
-    role: str = "",
-    kind: str = "",
-    since: str = "",
-    until: str = "",
+    filters: Annotated[SearchFilters, Depends()],
     page_number: int = 1,
 ) -> Response:
     """Messages whose content matches `q`, best first, with the matched words highlighted."""
-    filters = {"q": q, "project": project, "role": role, "kind": kind, "since": since,
-               "until": until}  # fmt: skip
     hits: list[SearchHit] = []
     error = None
-    if q.strip():
+    if filters.q.strip():
         try:
             with searches.turn(caller):
                 hits = tk.search(
-                    q, project=caller.scope(project or None), role=role or None,
-                    kind=kind or None, since=_day("since", since), until=_day("until", until),
+                    filters.q, project=caller.scope(filters.project or None),
+                    role=filters.role or None, kind=filters.kind or None,
+                    since=_day("since", filters.since), until=_day("until", filters.until),
                     limit=PAGE_SIZE + 1, offset=(max(page_number, 1) - 1) * PAGE_SIZE,
                 )  # fmt: skip
         except InvalidInput as exc:
             error = f"{exc.problem}" if exc.field == "q" else str(exc)
-    projects = [stats.project for stats in tk.project_stats()] if caller.admin else []
     return page(
-        "search.html", request=request, caller=caller, filters=filters, hits=hits[:PAGE_SIZE],
-        more=len(hits) > PAGE_SIZE, page_number=max(page_number, 1), error=error,
-        projects=projects, roles=list(Role), hint=SYNTAX_HINT,
+        "search.html", request=request, caller=caller, filters=dataclasses.asdict(filters),
+        hits=hits[:PAGE_SIZE], more=len(hits) > PAGE_SIZE, page_number=max(page_number, 1),
+        error=error, projects=projects_for(tk, caller), roles=list(Role), hint=SYNTAX_HINT,
     )  # fmt: skip

@@ -169,30 +169,50 @@ def log_out() -> Response:
 # -- sessions list ------------------------------------------------------------------------------
 
 
+def projects_for(tk: Turnkeeper, caller: Caller) -> list[str]:
+    """The projects a filter form offers: every project to an admin, none to a project's key
+    (it sees its own only, so the form has no project field)."""
+    return [stats.project for stats in tk.project_stats()] if caller.admin else []
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What a filter form (the sessions list's, the search page's) sends, each field as typed
+    ("": any): the words, and the project and kind of session to look in."""
+
+    q: str = ""
+    project: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilters(Filters):
+    """The sessions list's filter form: the words are looked for in key, subject and title."""
+
+    status: str = ""
+    phase: str = ""
+
+
 @router.get("/")
 def sessions_page(
     request: Request,
     tk: TK,
     caller: UICaller,
-    q: str = "",
-    project: str = "",
-    kind: str = "",
-    status: str = "",
-    phase: str = "",
+    filters: Annotated[SessionFilters, Depends()],
     cursor: str | None = None,
     notice: str | None = None,
 ) -> Response:
     """Sessions, most recent activity first, filtered and searched, a page at a time."""
     listing = tk.list_sessions(
-        project=caller.scope(project or None), search=q or None, kind=kind or None,
-        status=status or None, phase=phase or None, limit=PAGE_SIZE, cursor=cursor,
+        project=caller.scope(filters.project or None), search=filters.q or None,
+        kind=filters.kind or None, status=filters.status or None, phase=filters.phase or None,
+        limit=PAGE_SIZE, cursor=cursor,
     )  # fmt: skip
-    projects = [stats.project for stats in tk.project_stats()] if caller.admin else []
-    filters = {"q": q, "project": project, "kind": kind, "status": status, "phase": phase}
     return page(
         "sessions.html", request=request, caller=caller, sessions=listing.items,
-        next_cursor=listing.next_cursor, first_page=cursor is None, filters=filters,
-        projects=projects, statuses=list(SessionStatus), notice=NOTICES.get(notice or ""),
+        next_cursor=listing.next_cursor, first_page=cursor is None,
+        filters=dataclasses.asdict(filters), projects=projects_for(tk, caller),
+        statuses=list(SessionStatus), notice=NOTICES.get(notice or ""),
     )  # fmt: skip
 
 
@@ -200,14 +220,21 @@ def sessions_page(
 
 
 @dataclass(frozen=True, slots=True)
-class Preview:
+class PreviewAsked:
+    """The session page's context preview form, as it is sent ("": the default; no
+    strategy: no preview)."""
+
+    strategy: str = ""
+    budget_tokens: str = ""
+    model: str = ""
+    keep_recent: str = ""
+    agent: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Preview(PreviewAsked):
     """A context build asked for on the session page: the window, or why there is none."""
 
-    strategy: str
-    budget_tokens: str
-    model: str
-    keep_recent: str
-    agent: str = ""
     window: ContextWindow | None = None
     error: str | None = None
 
@@ -229,7 +256,7 @@ class Preview:
         return min(100.0, 100.0 * report.tokens_used / max(report.budget, 1))
 
 
-def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview) -> Preview:
+def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: PreviewAsked) -> Preview:
     """Build the window the model would get (nothing stored changes). A bad budget or an
     expired session is shown in the preview panel, not as an error page."""
     try:
@@ -240,8 +267,8 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
             keep_recent=_number("keep_recent", asked.keep_recent),
         )  # fmt: skip
     except TurnkeeperError as exc:
-        return dataclasses.replace(asked, error=public_detail(exc))
-    return dataclasses.replace(asked, window=window)
+        return Preview(**dataclasses.asdict(asked), error=public_detail(exc))
+    return Preview(**dataclasses.asdict(asked), window=window)
 
 
 # -- branches -----------------------------------------------------------------------------------
@@ -366,12 +393,8 @@ def session_page(
     tk: TK,
     settings: AppSettings,
     caller: UICaller,
+    asked: Annotated[PreviewAsked, Depends()],
     internal: bool = False,
-    strategy: str = "",
-    budget_tokens: str = "",
-    model: str = "",
-    keep_recent: str = "",
-    agent: str = "",
     notice: str | None = None,
 ) -> Response:
     """The transcript, the statistics, the actions, the chat box and (when asked) a preview
@@ -381,10 +404,7 @@ def session_page(
     newest = tk.history(
         session, include_internal=internal, newest_first=True, limit=TRANSCRIPT_LIMIT
     )
-    preview = None
-    if strategy:
-        asked = Preview(strategy, budget_tokens, model, keep_recent, agent)
-        preview = _preview(tk, session, scope, asked)
+    preview = _preview(tk, session, scope, asked) if asked.strategy else None
     return page(
         "session.html", request=request, caller=caller, session=session,
         stats=tk.session_stats(session), messages=newest[::-1], internal=internal,

@@ -182,3 +182,12 @@ def test_a_json_value_exactly_at_the_depth_limit_is_stored_whole(tk: Turnkeeper)
     stored = tk.append(session, "user", "x", metadata=_nested(MAX_JSON_DEPTH))
     assert tk.get_session(session).metadata == _nested(MAX_JSON_DEPTH)
     assert tk.history(session) == [stored] and stored.metadata == _nested(MAX_JSON_DEPTH)
+
+
+def test_text_that_spells_a_nul_escape_is_stored_as_is(tk: Turnkeeper, seeded: str) -> None:
+    """`check_json` looks for `\\u0000` in a value's JSON text to find a NUL; six characters
+    that spell it (a backslash, then `u0000`) are text like any other, stored unchanged."""
+    spelled = {"escape": "\\u0000", "key \\u0000": ["\\\\u0000"]}
+    stored = tk.append(seeded, "user", "spelled", metadata=spelled)
+    assert stored.metadata == spelled
+    assert tk.history(seeded)[-1].metadata == spelled

@@ -148,7 +148,13 @@ def check_json(
     compact UTF-8 JSON text (a `ContentTooLarge`: the cure is a smaller value).
 
     The depth is checked first, by a walk that stops at the limit: the encoder and
-    `check_storable` recurse, and would fail on a value nested thousands of levels deep."""
+    `check_storable` recurse, and would fail on a value nested thousands of levels deep.
+
+    Then the value is encoded once, and that text answers the rest: it holds every string of
+    the value, keys included, so a string no backend stores shows in it — a NUL is written
+    `\\u0000`, a lone surrogate fails the UTF-8 encoding the size is measured on. Only then
+    does `check_storable` walk the value, to name the string (or, for a string that holds
+    the six characters `\\u0000`, to find none)."""
     problem = _nesting_problem(value, max_depth, [])
     if problem is not None:
         raise error(field, problem)
@@ -156,8 +162,15 @@ def check_json(
         text = jsonenc.strict(value)
     except (TypeError, ValueError) as exc:
         raise error(field, f"must be JSON: {exc}") from None
-    check_storable(field, value, error=error)
-    size = len(text.encode("utf-8"))
+    try:
+        data: bytes | None = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in one of the value's strings
+        data = None
+    if data is None or "\\u0000" in text:
+        check_storable(field, value, error=error)  # names the string
+    if data is None:  # not reached: `check_storable` found the surrogate
+        raise error(field, "must be valid Unicode (UTF-8)")
+    size = len(data)
     if size > max_bytes:
         raise ContentTooLarge(field, f"is {size} bytes as JSON; the limit is {max_bytes} bytes")
 

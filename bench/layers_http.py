@@ -54,6 +54,21 @@ LAYERS: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "store: SQL, commit (fsync) and row decoding",
         [
+            *(
+                ("turnkeeper/storage/sql/store.py", name)
+                for name in (
+                    "append_messages",
+                    "read_messages",
+                    "read_messages_versioned",
+                    "lookup_session",
+                    "get_session",
+                    "find_session_by_key",
+                    "find_messages",
+                    "find_api_key",
+                )
+            ),
+            # The same, where they were before the store became the storage/sql package (so
+            # that `--against` an older revision puts its store in this layer too):
             ("turnkeeper/storage/sql_store.py", "append_messages"),
             ("turnkeeper/storage/sql.py", "read_messages"),
             ("turnkeeper/storage/sql.py", "read_messages_versioned"),

@@ -7,14 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import Clock
+from turnkeeper import jsonenc
 from turnkeeper.config import load_settings
 from turnkeeper.errors import ContentTooLarge, InvalidInput, InvalidMessage
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.types import NewMessage, Usage
-from turnkeeper.validation import MAX_JSON_DEPTH
+from turnkeeper.validation import MAX_JSON_DEPTH, check_json
 
 
 def _snapshot(tk: Turnkeeper, session_id: str) -> tuple[Any, ...]:
@@ -182,3 +185,36 @@ def test_a_json_value_exactly_at_the_depth_limit_is_stored_whole(tk: Turnkeeper)
     stored = tk.append(session, "user", "x", metadata=_nested(MAX_JSON_DEPTH))
     assert tk.get_session(session).metadata == _nested(MAX_JSON_DEPTH)
     assert tk.history(session) == [stored] and stored.metadata == _nested(MAX_JSON_DEPTH)
+
+
+def test_text_that_spells_a_nul_escape_is_stored_as_is(tk: Turnkeeper, seeded: str) -> None:
+    """`check_json` looks for `\\u0000` in a value's JSON text to find a NUL; six characters
+    that spell it (a backslash, then `u0000`) are text like any other, stored unchanged."""
+    spelled = {"escape": "\\u0000", "key \\u0000": ["\\\\u0000"]}
+    stored = tk.append(seeded, "user", "spelled", metadata=spelled)
+    assert stored.metadata == spelled
+    assert tk.history(seeded)[-1].metadata == spelled
+
+
+_STORABLE_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_characters="\x00")),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text(st.characters(blacklist_characters="\x00")), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@given(_STORABLE_JSON)
+def test_a_value_is_refused_for_its_size_exactly_at_its_json_size(value: Any) -> None:
+    """`check_json` accepts most values on its walk's bound of their size, without their JSON
+    text: the bound is never below the size, so the limit falls exactly where the text's does."""
+    size = len(jsonenc.strict(value).encode("utf-8"))
+    check_json("value", value, max_bytes=size)
+    with pytest.raises(ContentTooLarge, match=f"is {size} bytes as JSON"):
+        check_json("value", value, max_bytes=size - 1)

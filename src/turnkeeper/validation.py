@@ -5,6 +5,7 @@ Validation happens before anything is written, so bad input never changes what i
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections.abc import Mapping
@@ -147,11 +148,18 @@ def check_json(
     set, an object), every string storable (`check_storable`), and at most `max_bytes` as
     compact UTF-8 JSON text (a `ContentTooLarge`: the cure is a smaller value).
 
-    The depth is checked first, by a walk that stops at the limit: the encoder and
-    `check_storable` recurse, and would fail on a value nested thousands of levels deep."""
-    problem = _nesting_problem(value, max_depth, [])
-    if problem is not None:
-        raise error(field, problem)
+    One walk (`_size_bound`) checks the depth — first, and stopping at the limit: the encoder
+    and `check_storable` recurse, and would fail on a value nested thousands of levels deep —
+    and bounds the size. Most values (metadata of a few keys, an item's text, tool calls) are
+    plain JSON well under the limit, and the walk is then the whole check: the JSON text is
+    made once, where the value is stored. Otherwise the value is encoded to find its exact size
+    or what JSON cannot encode, and `check_storable` names a string no backend stores."""
+    try:
+        bound = _size_bound(value, max_depth, [])
+    except _Unfit as exc:
+        raise error(field, exc.problem) from None
+    if bound <= max_bytes:
+        return
     try:
         text = jsonenc.strict(value)
     except (TypeError, ValueError) as exc:
@@ -171,27 +179,64 @@ def parse_json(text: str, *, levels: int = MAX_JSON_DEPTH) -> Any:
     return jsonenc.loads_within(text, levels + 1)
 
 
-def _nesting_problem(value: Any, levels: int, enclosing: list[int]) -> str | None:
-    """Why `value` cannot be JSON of at most `levels` levels of objects and arrays (it contains
-    itself, or nests deeper), or None. `enclosing` holds the ids of the containers the walk is
-    in: it never goes more than `levels` deep."""
-    if isinstance(value, Mapping):
-        items: Any = value.values()
-    elif isinstance(value, list | tuple):
-        items = value
-    else:
-        return None
+class _Unfit(Exception):
+    """What `_size_bound` found that makes a value no JSON of the levels allowed."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+_UNSURE = math.inf
+"""`_size_bound` of what only the encoder can tell about: a type JSON does not write as it is
+(a set, an object, a mapping other than a dict: the encoder refuses it, or a subclass, which
+it may write otherwise), NaN or an infinity, an integer past 20 digits, a string no backend
+stores. Any sum with it stays unsure, so one such part sends the value to the precise checks."""
+
+_NUMBER_SIZE = 25
+"""The most characters JSON takes for true, false, null, a finite float (its `repr`: at most
+24, as in -1.7976931348623157e+308) or an integer of at most 20 digits."""
+
+
+def _size_bound(value: Any, levels: int, enclosing: list[int]) -> float:
+    """The most bytes `value` can take as compact UTF-8 JSON text, or `_UNSURE`; `_Unfit` when
+    it cannot be JSON of at most `levels` levels of objects and arrays (it contains itself, or
+    nests deeper). `enclosing` holds the ids of the containers the walk is in: it never goes
+    more than `levels` deep, and it walks the whole value, so a value nested too deep is
+    refused as that even where an earlier part is one the encoder would refuse.
+
+    A string is counted at 6 bytes a character: a `\\u00XX` escape is the longest a
+    character is written (a character outside ASCII takes at most 4 bytes of UTF-8)."""
+    kind = type(value)
+    if kind is str:
+        return _UNSURE if _unstorable(value) else 6 * len(value) + 2
+    if kind is bool or value is None:
+        return _NUMBER_SIZE
+    if kind is int:
+        return _NUMBER_SIZE if -(10**20) < value < 10**20 else _UNSURE
+    if kind is float:
+        return _NUMBER_SIZE if math.isfinite(value) else _UNSURE
+    if not isinstance(value, Mapping | list | tuple):
+        return _UNSURE
     if id(value) in enclosing:
-        return "must be JSON: Circular reference detected (it contains itself)"
+        raise _Unfit("must be JSON: Circular reference detected (it contains itself)")
     if len(enclosing) == levels:
-        return f"nests objects and arrays more than {levels} levels deep"
+        raise _Unfit(f"nests objects and arrays more than {levels} levels deep")
     enclosing.append(id(value))
-    for item in items:
-        problem = _nesting_problem(item, levels, enclosing)
-        if problem is not None:
-            return problem
+    size: float = 2  # the brackets
+    if isinstance(value, Mapping):
+        if kind is not dict:
+            size = _UNSURE
+        for key, item in value.items():
+            key_size = _size_bound(key, levels, enclosing) if type(key) is str else _UNSURE
+            size += key_size + _size_bound(item, levels, enclosing) + 2  # the colon, a comma
+    else:
+        if kind is not list and kind is not tuple:
+            size = _UNSURE
+        for item in value:
+            size += _size_bound(item, levels, enclosing) + 1  # a comma
     enclosing.pop()
-    return None
+    return size
 
 
 def check_strategy(value: StrategyName | str) -> StrategyName:

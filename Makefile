@@ -57,8 +57,19 @@ chromium: ## The system Chromium the browser tests drive (installed with apt-get
 # The suite runs on TEST_WORKERS processes (pytest-xdist; `make test TEST_WORKERS=1` for one).
 # Bytecode is written for the run even where PYTHONDONTWRITEBYTECODE is set: the tests start
 # `turnkeeper` as a subprocess hundreds of times, and each would compile the package anew.
-test: lint typecheck docs services chromium ## Lint, type-check, build the docs, run the tests
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+# The checks (lint, typecheck, docs) run at the same time as the tests, one after another in
+# the background (the tests wait on servers and subprocesses often enough to leave them the
+# CPU): their output is kept in $(CHECKS_LOG) and printed once the tests have ended, and
+# `make test` fails when the tests or any check failed.
+CHECKS_LOG := $(VENV)/checks.log
+test: setup services chromium ## Lint, type-check, build the docs, run the tests
+	@$(MAKE) --no-print-directory --keep-going lint typecheck docs >$(CHECKS_LOG) 2>&1 & \
+	checks=$$!; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS); tests=$$?; \
+	wait $$checks; checked=$$?; \
+	echo "--- lint, typecheck, docs ---"; cat $(CHECKS_LOG); \
+	if [ $$checked -ne 0 ]; then echo "make test: a check failed (see above)"; fi; \
+	[ $$tests -eq 0 ] && [ $$checked -eq 0 ]
 
 test-long: setup services ## The model-based test of the public API, long random profile, every backend
 	TK_STATEFUL_PROFILE=long $(BIN)/python -m pytest -q tests/promise/test_stateful.py

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import uuid
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,34 @@ from turnkeeper.storage.sql.sqlite import SQLiteStore
 
 # Never read the developer's own config file during tests.
 os.environ["TURNKEEPER_CONFIG"] = os.devnull
+
+
+def share_default_tls_context() -> None:
+    """One TLS context for every httpx client built with the default verification, in this
+    test process: httpx reads the CA bundle anew for each client (0.1 s, more on a loaded
+    machine), and the tests build thousands of them (each service's model client, each
+    `openai.OpenAI`, each `httpx.get`) to speak plain HTTP on loopback. A context asked for
+    with anything else (another CA, `verify=False`, a client certificate, `SSL_CERT_FILE`
+    changed) is built as before."""
+    import httpx._transports.default as transports
+
+    build = transports.create_ssl_context
+    built: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+
+    def create_ssl_context(
+        verify: ssl.SSLContext | str | bool = True, cert: Any = None, trust_env: bool = True
+    ) -> ssl.SSLContext:
+        if verify is not True or cert is not None:
+            return build(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in built:
+            built[key] = build(verify=verify, cert=cert, trust_env=trust_env)
+        return built[key]
+
+    transports.create_ssl_context = create_ssl_context  # type: ignore[assignment]
+
+
+share_default_tls_context()
 
 
 T = TypeVar("T")

@@ -40,9 +40,10 @@ from .upstream import Upstream
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "How many days in Lisbon?"
 ARRIVAL = 1.0
-"""Seconds the retry is given to reach the service before the model answers the first attempt.
-Its arrival is not visible from outside on today's code (it waits inside the service); on code
-that asks the model again it shows as a second upstream request, which ends the wait early."""
+"""Seconds a retry sent to another process (a replica) is given to reach it before the model
+answers the first attempt: its arrival is not visible from here. A retry to the service in this
+process is watched instead (`retry_waiting`). On code that asks the model again either shows as
+a second upstream request, which ends the wait early."""
 
 
 @pytest.fixture(params=["sqlite", "postgres", "postgres+redis"])
@@ -77,18 +78,47 @@ def held_model(upstream: Upstream) -> Iterator[threading.Event]:
         gate.set()
 
 
-def let_the_retry_arrive(upstream: Upstream) -> None:
-    """Give the retry time to reach the service (see `ARRIVAL`)."""
+@pytest.fixture
+def retry_waiting(service: Service, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once a request waits inside the service for another's model call: only a waiting
+    request looks up the turn's attempt (`get_turn_attempt`, after finding it held), so from
+    then on the retry is certain to get the first attempt's outcome. A fixed pause instead let
+    the model answer before a retry slowed by a loaded machine had arrived."""
+    store = service.tk.store
+    look_up = store.get_turn_attempt  # type: ignore[attr-defined]
+    waiting = threading.Event()
+
+    def get_turn_attempt(*args: Any, **kwargs: Any) -> Any:
+        waiting.set()
+        return look_up(*args, **kwargs)
+
+    monkeypatch.setattr(store, "get_turn_attempt", get_turn_attempt)
+    return waiting
+
+
+def let_the_retry_arrive(upstream: Upstream, waiting: threading.Event | None) -> None:
+    """Until the retry waits for the first attempt (`waiting`), or for `ARRIVAL` seconds when
+    its arrival cannot be seen (`None`); a second upstream request ends the wait early."""
+    if waiting is not None:
+        wait_until(
+            lambda: waiting.is_set() or len(upstream.requests) >= 2,
+            "the retry to wait for the first attempt",
+        )
+        return
     deadline = time.monotonic() + ARRIVAL
     while time.monotonic() < deadline and len(upstream.requests) < 2:
         time.sleep(0.02)
 
 
 def while_the_first_is_answered(
-    upstream: Upstream, first: Callable[[], Any], retry: Callable[[], Any]
+    upstream: Upstream,
+    first: Callable[[], Any],
+    retry: Callable[[], Any],
+    waiting: threading.Event | None = None,
 ) -> tuple[Any, Any]:
     """`first()` until the model has its request, then `retry()` while the model holds its
-    answer; the model answers once the retry has had time to arrive. Both results."""
+    answer; the model answers once the retry has arrived (see `let_the_retry_arrive`). Both
+    results."""
     with held_model(upstream) as gate, ThreadPoolExecutor(2) as pool:
         first_result: Future[Any] = pool.submit(first)
         wait_until(
@@ -97,7 +127,7 @@ def while_the_first_is_answered(
         )
         assert not first_result.done(), first_result.result()
         retry_result: Future[Any] = pool.submit(retry)
-        let_the_retry_arrive(upstream)
+        let_the_retry_arrive(upstream, waiting)
         gate.set()
         return first_result.result(timeout=60), retry_result.result(timeout=60)
 
@@ -123,11 +153,12 @@ def post_chat(
     "headers", [{"Idempotency-Key": "order-7-question"}, {}], ids=["one-key", "same-text"]
 )
 def test_a_chat_retry_during_the_model_call_gets_the_same_reply_from_one_call(
-    service: Service, client: httpx.Client, upstream: Upstream, headers: dict[str, str]
-) -> None:
+    service: Service, client: httpx.Client, upstream: Upstream, headers: dict[str, str],
+    retry_waiting: threading.Event,
+) -> None:  # fmt: skip
     client.post("/v1/sessions", json={"key": "race"})
     ask = post_chat(service, "race", {"content": QUESTION}, headers)
-    first, retry = while_the_first_is_answered(upstream, ask, ask)
+    first, retry = while_the_first_is_answered(upstream, ask, ask, retry_waiting)
     assert first.status_code == retry.status_code == 200, (first.text, retry.text)
     assert retry.json()["reply"] == first.json()["reply"]
     assert (first.json()["replayed"], retry.json()["replayed"]) == (False, True)
@@ -137,11 +168,11 @@ def test_a_chat_retry_during_the_model_call_gets_the_same_reply_from_one_call(
 
 
 def test_a_streamed_chat_retry_during_the_model_call_streams_the_same_reply(
-    service: Service, client: httpx.Client, upstream: Upstream
+    service: Service, client: httpx.Client, upstream: Upstream, retry_waiting: threading.Event
 ) -> None:
     body = {"content": QUESTION, "create": True, "stream": True}
     ask = post_chat(service, "streams", body, {"Idempotency-Key": "streamed-question"})
-    first, retry = while_the_first_is_answered(upstream, ask, ask)
+    first, retry = while_the_first_is_answered(upstream, ask, ask, retry_waiting)
     done = [done_event(response) for response in (first, retry)]
     assert done[0]["reply"] == done[1]["reply"]
     assert (done[0]["replayed"], done[1]["replayed"]) == (False, True)
@@ -162,12 +193,12 @@ def done_event(response: httpx.Response) -> dict[str, Any]:
 
 
 def test_a_retry_waiting_on_a_failing_model_call_gets_the_same_error_and_a_later_one_asks_again(
-    service: Service, client: httpx.Client, upstream: Upstream
+    service: Service, client: httpx.Client, upstream: Upstream, retry_waiting: threading.Event
 ) -> None:
     client.post("/v1/sessions", json={"key": "failing"})
     upstream.failures = 1
     ask = post_chat(service, "failing", {"content": QUESTION}, {"Idempotency-Key": "q-1"})
-    first, retry = while_the_first_is_answered(upstream, ask, ask)
+    first, retry = while_the_first_is_answered(upstream, ask, ask, retry_waiting)
     assert first.status_code == retry.status_code == 502
     assert retry.json()["detail"] == first.json()["detail"]
     assert len(upstream.requests) == 1
@@ -180,8 +211,9 @@ def test_a_retry_waiting_on_a_failing_model_call_gets_the_same_error_and_a_later
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_the_sdks_retry_after_its_own_timeout_gets_the_first_attempts_reply(
-    service: Service, client: httpx.Client, upstream: Upstream, stream: bool
-) -> None:
+    service: Service, client: httpx.Client, upstream: Upstream, stream: bool,
+    retry_waiting: threading.Event,
+) -> None:  # fmt: skip
     """The SDK gives up on its first request after `timeout` and sends it again with
     `x-stainless-retry-count: 1` while the service is still waiting for the model."""
     retried = threading.Event()
@@ -210,7 +242,7 @@ def test_the_sdks_retry_after_its_own_timeout_gets_the_first_attempts_reply(
     with llm, held_model(upstream) as gate, ThreadPoolExecutor(1) as pool:
         text = pool.submit(ask)
         wait_until(retried.is_set, "the SDK to time out and retry")
-        let_the_retry_arrive(upstream)
+        let_the_retry_arrive(upstream, retry_waiting)
         gate.set()
         answer = text.result(timeout=60)
     assert len(upstream.requests) == 1

@@ -4,7 +4,9 @@ A part of `Turnkeeper` (`tk.context` is flat). `context()` resolves the strategy
 that declares its budget rule, its defaults and what it may remember: `context.strategies`)
 and hands the build over; it knows no strategy by name. Reads go through a lazy
 `StoreHistory`, so a build costs what the window costs, and the store's cache remembers the
-pages; the one memo above it is the last window per session (`cache.windows`), with the entries its build rendered. An agent's perspective asks `tk.agents` where the agent stands.
+pages; the one memo above it is the last window per session (`cache.windows`), with the
+entries its build rendered, which a build of the same version for other arguments reuses. An
+agent's perspective asks `tk.agents` where the agent stands.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ read, as a window entry counted with the build's encoding). A build of the same 
 other arguments (another budget, another strategy) reuses them instead of making each entry
 again, which was most of the cost of such a rebuild (`bench/results/r26-window-speed.md`).
 An entry is a function of the stored message and the encoding only, so the version and the
-encoding are all it must match.
+encoding are all it must match. They are the messages the build read, so they cost little more
+memory than the window itself: its entries, and the rest of the last page it read.
 
 Every write to a session moves its version, and a build reads the session row first, so a
 remembered window is handed out only while the session is exactly as it was when the window

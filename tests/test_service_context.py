@@ -155,6 +155,32 @@ def test_an_unchanged_session_builds_its_window_once(tk: Turnkeeper) -> None:
     assert moved is not first and moved.messages[-1].content == "one more question"
 
 
+def test_a_build_for_other_arguments_reuses_the_entries_of_the_same_version(
+    tk: Turnkeeper,
+) -> None:
+    """A rebuild (another budget) starts from the entries the remembered build rendered, only
+    for the session version and encoding they were rendered at: each is the same message."""
+    session_id = _conversation(tk, 40)
+
+    def build(budget: int, model: str = "gpt-4o") -> dict[int | None, object]:
+        window = tk.context(
+            session_id, strategy=StrategyName.SLIDING_WINDOW, budget_tokens=budget, model=model
+        )
+        return {entry.seq: entry for entry in window.messages if entry.seq is not None}
+
+    first = build(500)
+    again = build(501)
+    shared = set(first) & set(again)
+    assert shared and all(again[seq] is first[seq] for seq in shared)
+    recounted = build(500, model="gpt-4")  # another encoding: rendered again, counted with it
+    assert all(recounted[seq] is not first[seq] for seq in set(recounted) & set(first))
+    tk.append(session_id, "user", "one more question")
+    moved = build(500, model="gpt-4")  # another version: rendered again, to the same entries
+    shared = set(moved) & set(recounted)
+    assert shared and all(moved[seq] is not recounted[seq] for seq in shared)
+    assert all(moved[seq] == recounted[seq] for seq in shared)
+
+
 def test_a_remembered_window_is_logged_like_a_built_one(tk: Turnkeeper) -> None:
     session_id = _conversation(tk, 40)
     with capture_events() as logs:

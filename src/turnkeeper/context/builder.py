@@ -8,6 +8,7 @@ only for the messages actually read) and what the report says. Each build logs e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from turnkeeper import metrics
@@ -75,9 +76,14 @@ class ContextBuilder:
         stored_encoding: str,
         summarizer: Summarizer | None = None,
         logger: EventLogger | None = None,
+        rendered: Mapping[int, ContextMessage] | None = None,
     ) -> None:
+        """`rendered`: entries an earlier build rendered from the same stored messages (the
+        same session version) with this `counter`, reused instead of being made again."""
         self.counter = counter
         self.stored_encoding = stored_encoding
+        self.rendered: dict[int, ContextMessage] = dict(rendered or {})
+        """Every stored message's entry this builder made or was given, by seq."""
         self.summarizer = summarizer or ExtractiveSummarizer()
         self.logger: EventLogger = logger or get_logger("turnkeeper.context")
 
@@ -209,9 +215,14 @@ class ContextBuilder:
         )
 
     def _render(self, message: Message) -> ContextMessage:
-        """A stored message as a window entry, counted with the target tokenizer."""
-        recount = self.counter.encoding != self.stored_encoding
-        return self._entry(message, recount=recount, seq=message.seq)
+        """A stored message as a window entry, counted with the target tokenizer: made once
+        per message (`rendered`), a rebuild for another budget reuses it."""
+        entry = self.rendered.get(message.seq)
+        if entry is None or entry.message_id != message.id:
+            recount = self.counter.encoding != self.stored_encoding
+            entry = self._entry(message, recount=recount, seq=message.seq)
+            self.rendered[message.seq] = entry
+        return entry
 
     def _render_pending(self, draft: MessageDraft) -> ContextMessage:
         return self._entry(draft, recount=True, kind="pending")

@@ -4,7 +4,9 @@ A part of `Turnkeeper` (`tk.context` is flat). `context()` resolves the strategy
 that declares its budget rule, its defaults and what it may remember: `context.strategies`)
 and hands the build over; it knows no strategy by name. Reads go through a lazy
 `StoreHistory`, so a build costs what the window costs, and the store's cache remembers the
-pages; the one memo above it is the last window per session (`cache.windows`). An agent's perspective asks `tk.agents` where the agent stands.
+pages; the one memo above it is the last window per session (`cache.windows`), with the
+entries its build rendered, which a build of the same version for other arguments reuses. An
+agent's perspective asks `tk.agents` where the agent stands.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from turnkeeper import telemetry
-from turnkeeper.cache.windows import WindowCache
+from turnkeeper.cache.windows import Rendered, WindowCache
 from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.strategies import Strategies, Strategy
@@ -179,7 +181,13 @@ class Windows:
             record_build(remembered)  # logged and counted as a build, as it was one
             return remembered
         checkpointed = strategy.uses_checkpoints and request.include_internal
-        window = self._builder(request, checkpointed=checkpointed).build(
+        builder = self._builder(request, checkpointed=checkpointed)
+        version = request.session.version
+        if key is not None:  # entries of the remembered build of this version: not made again
+            builder.rendered.update(
+                self._remembered.rendered(session_id, version, request.encoding)
+            )
+        window = builder.build(
             session_id,
             self._history(request),
             strategy=strategy,
@@ -189,7 +197,8 @@ class Windows:
             pending=None if request.stored_pending is not None else request.pending,
         )
         if key is not None:
-            self._remembered.put(session_id, key, window)
+            rendered = Rendered(version, request.encoding, builder.rendered)
+            self._remembered.put(session_id, key, window, rendered)
         return window
 
     def _cache_key(self, request: _Request, strategy: Strategy) -> Hashable | None:

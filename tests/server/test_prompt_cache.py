@@ -144,6 +144,17 @@ def test_openai_cached_tokens_are_stored_summed_counted_and_traced(
     assert metric(service, "turnkeeper_upstream_cache_read_tokens_total") - before == 14
 
 
+def test_the_responses_usage_says_what_the_cache_served(
+    llm: openai.OpenAI, upstream: Upstream
+) -> None:
+    upstream.cached_tokens = 5
+    answered = llm.responses.create(
+        model=MODEL, input="Hi", extra_headers={"X-Turnkeeper-Session": "responses-cache"}
+    )
+    assert answered.usage is not None
+    assert answered.usage.input_tokens_details.cached_tokens == 5
+
+
 def test_anthropic_cache_reads_and_writes_are_stored_summed_counted_and_traced(
     service: Service, client: httpx.Client, claude_upstream: AnthropicUpstream
 ) -> None:

@@ -17,7 +17,7 @@ def _populate(tk: Turnkeeper) -> list[str]:
                           phase="plan", metadata={"x": [1, 2]})  # fmt: skip
     tk.append(a, "system", "sys")
     tk.append(a, "user", "Größe? 🚀", author="ana", metadata={"referenced_ids": ["e1"]})
-    tk.append(a, "assistant", "", tool_calls=[call], usage=Usage(12, 3))
+    tk.append(a, "assistant", "", tool_calls=[call], usage=Usage(12, 3, 8, 2))
     tk.append(a, "tool", "result", tool_call_id="c1", internal=True)
     b = tk.create_session(ttl=None)
     tk.archive_session(b)

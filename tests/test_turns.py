@@ -16,7 +16,7 @@ from tests.server.upstream import Upstream, make_app
 from turnkeeper import AsyncChatTurns, Attempt, ChatTurns, IdempotencyKeyReused, TurnOptions
 from turnkeeper.llm import LLMClient
 from turnkeeper.service import Turnkeeper
-from turnkeeper.traces import trace_of, window_diff
+from turnkeeper.traces import prefix_break, trace_of, window_diff
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +217,23 @@ def test_an_idempotency_key_reused_for_another_text_raises_and_stores_nothing(
     assert again.replayed and again.reply == first.reply
     assert [m.content for m in tk.history("keyed")] == ["Hi", first.content]
     assert len(model.requests) == 1
+
+
+def test_each_turn_names_its_session_as_the_prompt_cache_key_unless_the_caller_did(
+    tk: Turnkeeper, chat: ChatTurns, model: Upstream
+) -> None:
+    session = tk.create_session(key="cache-keyed")
+    chat.turn("cache-keyed", "Hello")
+    chat.turn("cache-keyed", "Again", request={"prompt_cache_key": "tenant-7"})
+    assert [r["prompt_cache_key"] for r in model.requests] == [session.id, "tenant-7"]
+
+
+def test_prefix_break_is_where_the_previous_window_stops_being_the_start() -> None:
+    system, first, second = ({"role": r, "content": c} for r, c in
+                             (("system", "S"), ("user", "a"), ("user", "b")))  # fmt: skip
+    marker = {"role": "system", "content": "[Note: 1 older messages truncated]"}
+    assert prefix_break([system, first], [system, first, second]) is None  # appended only
+    assert prefix_break([], [system]) is None
+    assert prefix_break([system, first], [system, marker, second]) == 1  # history rewritten
+    assert prefix_break([system, first, second], [system, first]) == 2  # the window got shorter
+    assert prefix_break([system], [{**system, "name": "ops"}]) == 0  # rendered, not just text

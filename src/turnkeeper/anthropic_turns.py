@@ -89,15 +89,19 @@ def anthropic_client(settings: Settings) -> LLMClient:
 # -- answers: read into the reply to store, and a stored reply answered again ------------------
 
 
-def _usage(raw: Any) -> tuple[Usage | None, dict[str, int]]:
-    """Anthropic's usage as turnkeeper's (input = all prompt tokens) and the cache figures."""
+def _usage(raw: Any) -> Usage | None:
+    """Anthropic's usage as turnkeeper's (input = all prompt tokens, cache reads and writes
+    included, as OpenAI counts them)."""
     if not isinstance(raw, Mapping):
-        return None, {}
-    details = {name: raw[name] for name in CACHE_COUNTS if _count(raw.get(name))}
+        return None
+    read, written = (raw[name] if _count(raw.get(name)) else 0 for name in CACHE_COUNTS)
     given, output = raw.get("input_tokens"), raw.get("output_tokens")
     if not _count(given) or not _count(output):
-        return None, details
-    return Usage(input_tokens=given + sum(details.values()), output_tokens=output), details
+        return None
+    return Usage(
+        input_tokens=given + read + written, output_tokens=output,
+        cache_read_input_tokens=read, cache_creation_input_tokens=written,
+    )  # fmt: skip
 
 
 def _count(value: Any) -> TypeGuard[int]:
@@ -122,7 +126,7 @@ def reply_from_message(data: Mapping[str, Any]) -> Reply:
             reply.content += str(block.get("text") or "")
         elif block.get("type") == "tool_use":
             reply.tool_calls.append(_tool_call(block, json.dumps(block.get("input") or {})))
-    reply.usage, reply.usage_details = _usage(data.get("usage"))
+    reply.usage = _usage(data.get("usage"))
     return reply
 
 
@@ -165,7 +169,7 @@ class MessageGatherer:
     def gathered(self) -> Reply:
         for call in self._calls.values():
             call["function"]["arguments"] = call["function"]["arguments"] or "{}"
-        self.reply.usage, self.reply.usage_details = _usage(self._usage)
+        self.reply.usage = _usage(self._usage)
         return self.reply
 
 

@@ -362,9 +362,6 @@ class Reply:
     usage: Usage | None = None
     finish_reason: str | None = None
     model: str | None = None
-    usage_details: dict[str, int] = field(default_factory=dict)
-    """What the upstream counted beyond input and output, by its own names (Anthropic's
-    `cache_read_input_tokens`, `cache_creation_input_tokens`): kept in the turn's trace."""
 
     def gathered(self) -> Reply:
         """The reply the chunks added so far make (a `Reply` gathers itself; see
@@ -422,4 +419,10 @@ def _usage(raw: Any) -> Usage | None:
     prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
-    return Usage(input_tokens=max(prompt, 0), output_tokens=max(completion, 0))
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return Usage(
+        input_tokens=max(prompt, 0),
+        output_tokens=max(completion, 0),
+        cache_read_input_tokens=max(cached, 0) if isinstance(cached, int) else 0,
+    )

@@ -178,6 +178,16 @@ UPSTREAM_ERRORS = Counter(
     ["kind"],
 )
 
+UPSTREAM_CACHE_READ_TOKENS = Counter(
+    "turnkeeper_upstream_cache_read_tokens_total",
+    "Input tokens the upstream model served from its prompt cache, as stored replies report.",
+)
+
+UPSTREAM_CACHE_CREATION_TOKENS = Counter(
+    "turnkeeper_upstream_cache_creation_tokens_total",
+    "Input tokens the upstream model wrote to its prompt cache, as stored replies report.",
+)
+
 # -- summaries ----------------------------------------------------------------------------------
 
 SUMMARY_FAILURES = Counter(
@@ -203,6 +213,9 @@ def stored(session: Session, created: bool, messages: Sequence[Message]) -> None
     for message in messages:
         MESSAGES_APPENDED.labels(message.role.value).inc()
         TOKENS_STORED.inc(message.tokens)
+        if message.usage is not None:
+            UPSTREAM_CACHE_READ_TOKENS.inc(message.usage.cache_read_input_tokens)
+            UPSTREAM_CACHE_CREATION_TOKENS.inc(message.usage.cache_creation_input_tokens)
 
 
 def upstream(outcome: str, seconds: float) -> None:

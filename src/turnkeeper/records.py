@@ -123,14 +123,7 @@ def message_record(message: Message) -> dict[str, Any]:
         "internal": message.internal,
         "created_at": to_ts(message.created_at),
         "tokens": message.tokens,
-        "usage": (
-            None
-            if message.usage is None
-            else {
-                "input_tokens": message.usage.input_tokens,
-                "output_tokens": message.usage.output_tokens,
-            }
-        ),
+        "usage": None if message.usage is None else message.usage.counts(),
         "tool_calls": list(message.tool_calls) if message.tool_calls is not None else None,
         "tool_call_id": message.tool_call_id,
         "metadata": dict(message.metadata),
@@ -157,7 +150,12 @@ def message_from_record(record: dict[str, Any]) -> Message:
         tokens=whole(record, "tokens"),
         usage=None
         if usage is None
-        else Usage(whole(usage, "input_tokens"), whole(usage, "output_tokens")),
+        else Usage(
+            whole(usage, "input_tokens"),
+            whole(usage, "output_tokens"),
+            whole(usage, "cache_read_input_tokens", 0),
+            whole(usage, "cache_creation_input_tokens", 0),
+        ),
         tool_calls=tuple(tool_calls) if tool_calls is not None else None,
         tool_call_id=record.get("tool_call_id"),
         metadata=json_object(record.get("metadata"), "metadata"),

@@ -125,11 +125,9 @@ class TurnTrace:
         created_at: datetime,
         request_id: str | None,
         stream: bool,
-        usage_details: Mapping[str, int] | None = None,
     ) -> TurnTrace:
-        """The trace of a reply to the turn `turn_seq`, sent `window`. `usage_details` are the
-        upstream's counts beyond input and output (Anthropic's cache reads and writes), kept
-        with `usage` under their own names."""
+        """The trace of a reply to the turn `turn_seq`, sent `window` (`usage`'s prompt-cache
+        counts are kept when the upstream reported some)."""
         report = window.report
         has_summary = any(entry.kind == "summary" for entry in window.messages)
         return cls(
@@ -149,13 +147,7 @@ class TurnTrace:
             latency_ms=latency_ms,
             created_at=created_at.isoformat(),
             window=[TraceEntry.from_window(entry) for entry in window.messages],
-            usage=None
-            if usage is None
-            else {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                **(usage_details or {}),
-            },
+            usage=None if usage is None else usage.counts(),
             request_id=request_id,
             stream=stream,
             messages_in_store=report.messages_in_store,
@@ -196,22 +188,46 @@ class TurnTrace:
 @dataclass(frozen=True, slots=True)
 class WindowDiff:
     """How a turn's window differs from the previous turn's: what entered, what fell out
-    (entries in window order), and how many stayed."""
+    (entries in window order), and how many stayed.
+
+    `prefix_matched` says whether the previous window, as rendered for the model, is the start
+    of this one (None: there is no previous turn): a provider's prompt cache can serve only such
+    a prefix, so a turn that rewrote its history (a moved cut point, a changed marker, a new
+    summary) pays for the whole window again. When it is False, `prefix_broken_at` is the index,
+    in this window, of the first message that differs (this window's length when it is shorter
+    than the previous one and matches it up to there)."""
 
     entered: list[TraceEntry]
     left: list[TraceEntry]
     stayed: int
+    prefix_matched: bool | None = None
+    prefix_broken_at: int | None = None
 
 
 def window_diff(previous: TurnTrace | None, current: TurnTrace) -> WindowDiff:
     """`current`'s window against `previous`'s (everything entered when there is none)."""
     before = {entry.identity for entry in previous.window} if previous else set()
     now = {entry.identity for entry in current.window}
+    broken_at = prefix_break(previous.messages(), current.messages()) if previous else None
     return WindowDiff(
         entered=[entry for entry in current.window if entry.identity not in before],
         left=[entry for entry in previous.window if entry.identity not in now] if previous else [],
         stayed=len(before & now),
+        prefix_matched=None if previous is None else broken_at is None,
+        prefix_broken_at=broken_at,
     )
+
+
+def prefix_break(
+    before: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
+) -> int | None:
+    """The index of the first of `now`'s rendered messages where `before` stops being its
+    prefix, or None when `before` is a prefix of `now` (compared as the model receives them,
+    so the byte-stable rendering of a message is what counts)."""
+    for index, message in enumerate(before):
+        if index >= len(now) or now[index] != message:
+            return index
+    return None
 
 
 def trace_of(

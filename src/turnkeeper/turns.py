@@ -271,6 +271,10 @@ class Wire:
     gatherer: Callable[[], Gatherer]
     answer: Callable[[Message], dict[str, Any]]
     answer_stream: Callable[[Message], Iterator[dict[str, Any]]]
+    cache_key: str | None = None
+    """The request field that routes a request to the provider's prompt cache (OpenAI's
+    `prompt_cache_key`), set to the session id unless the client set its own: every turn of a
+    session then reaches the cache holding its prefix. None: the provider has no such field."""
 
 
 class ChatTurns:
@@ -409,6 +413,8 @@ class ChatTurns:
             self.attempts.end(held, exc)
             raise
         body = {"model": model, **(request or {}), **(render or self.wire.render)(window)}
+        if self.wire.cache_key and body.get(self.wire.cache_key) is None:
+            body[self.wire.cache_key] = session.id
         return PreparedTurn(
             session, created, tuple(stored), window, body, reply_id, None, attempt,
             str(body.get("model") or model), held,
@@ -517,7 +523,7 @@ class ChatTurns:
             prepared.window, seq=0, turn_seq=prepared.turns[-1].seq,
             source=prepared.attempt.source, model=prepared.model, usage=reply.usage,
             latency_ms=latency_ms, created_at=utcnow(), request_id=prepared.attempt.request_id,
-            stream=stream, usage_details=reply.usage_details,
+            stream=stream,
         )  # fmt: skip
         # One append stores the reply and its trace.
         try:
@@ -746,6 +752,7 @@ OPENAI_WIRE = Wire(
     gatherer=Reply,
     answer=completion_from_message,
     answer_stream=chunks_from_message,
+    cache_key="prompt_cache_key",
 )
 """Chat completions, as OpenAI and every server compatible with it speak them."""
 

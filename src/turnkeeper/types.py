@@ -58,10 +58,26 @@ class StrategyName(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens the model reported for producing a message (input = prompt, output = completion)."""
+    """Tokens the model reported for producing a message (input = prompt, output = completion).
+
+    Of the input, `cache_read_input_tokens` came from the provider's prompt cache (OpenAI's
+    `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`: billed at a
+    fraction) and `cache_creation_input_tokens` were written to it (Anthropic's: billed at a
+    premium); both are part of `input_tokens`."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """The counts by name, the cache's only when the upstream reported some (as traces and
+        the HTTP API show them)."""
+        counts = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        for name in ("cache_read_input_tokens", "cache_creation_input_tokens"):
+            if getattr(self, name):
+                counts[name] = getattr(self, name)
+        return counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +100,8 @@ class Session:
     stored_tokens: int = 0
     usage_input_tokens: int = 0
     usage_output_tokens: int = 0
+    usage_cache_read_tokens: int = 0
+    usage_cache_creation_tokens: int = 0
     metadata: JSONObject = field(default_factory=dict)
     version: int = 0
 
@@ -297,6 +315,10 @@ class SessionStats:
     execution_ms: int = 0
     """Time agents reported spending on their turns, summed (the multi-agent
     runner's `executionTime`)."""
+    usage_cache_read_tokens: int = 0
+    """Of `usage_input_tokens`, what the upstream served from its prompt cache."""
+    usage_cache_creation_tokens: int = 0
+    """Of `usage_input_tokens`, what the upstream wrote to its prompt cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +417,10 @@ class ProjectStats:
     stored_tokens: int
     usage_input_tokens: int
     usage_output_tokens: int
+    usage_cache_read_tokens: int = 0
+    """Of `usage_input_tokens`, what the upstream served from its prompt cache."""
+    usage_cache_creation_tokens: int = 0
+    """Of `usage_input_tokens`, what the upstream wrote to its prompt cache."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import pytest
 import turnkeeper
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
-from turnkeeper import ChatTurns
+from turnkeeper import ChatTurns, TurnOptions
 from turnkeeper.llm import LLMClient
 
 from .conftest import Cli, one_error_line
@@ -61,3 +61,41 @@ def test_traces_survive_export_and_import_into_another_database(
     assert cli.json("trace", "trip", "4", db=copy) == cli.json("trace", "trip", "4")
     cli.ok("import", str(out), db=copy)  # idempotent: nothing added, traces unchanged
     assert cli.json("trace", "trip", "2", db=copy) == cli.json("trace", "trip", "2")
+
+
+@pytest.fixture
+def cached(cli: Cli) -> Iterator[Upstream]:
+    """Session `warm`: two turns whose upstream says 7 prompt tokens came from its cache, then
+    one that asks for a budget too small for the history (older turns leave: a new start)."""
+    model = Upstream(cached_tokens=7)
+    with LiveServer(make_app(model)) as live, turnkeeper.open(cli.db) as tk:
+        with ChatTurns(tk, LLMClient(f"{live.url}/v1")) as chat:
+            tk.create_session(key="warm")
+            chat.turn("warm", "Four days in Lisbon. " + "padding " * 40)
+            chat.turn("warm", "Where should we eat? " + "padding " * 40)
+            chat.turn(
+                "warm",
+                "And on Sunday?",
+                options=TurnOptions(strategy="sliding_window", budget_tokens=120),
+            )
+        yield model
+
+
+def test_trace_says_whether_the_previous_window_stayed_its_prefix(
+    cli: Cli, cached: Upstream
+) -> None:
+    appended = cli.ok("trace", "warm", "4").stdout
+    assert "prefix: matched the previous turn's window" in appended
+    assert "(7 read from the prompt cache, 0 written to it)" in appended
+    rewritten = cli.json("trace", "warm", "6")
+    assert (rewritten["prefix_matched"], rewritten["prefix_broken_at"]) == (False, 0)
+    assert rewritten["window"][0]["kind"] == "marker"  # the marker now opens the window
+    assert "prefix: broken at message 0 (marker" in cli.ok("trace", "warm", "6").stdout
+    assert rewritten["usage"]["cache_read_input_tokens"] == 7
+
+
+def test_stats_sum_what_the_prompt_cache_served(cli: Cli, cached: Upstream) -> None:
+    assert cli.json("stats", "warm")["usage_cache_read_tokens"] == 21
+    assert "21 read / 0 written" in cli.ok("stats", "warm").stdout
+    (project,) = cli.json("stats")["projects"]
+    assert project["usage_cache_read_tokens"] == 21

@@ -211,6 +211,9 @@ def test_options_translate_to_chat_completion_fields(
         "verbosity": "low", "reasoning_effort": "low", "parallel_tool_calls": False,
         "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
         "stream": False,
+        # the session the turn is stored in routes it to the provider's prompt cache
+        # (tests/server/test_prompt_cache.py)
+        "prompt_cache_key": body["prompt_cache_key"],
     }  # fmt: skip
 
 

@@ -89,3 +89,19 @@ def test_a_message_without_a_trace_says_so(as_admin: Page, ui: Service) -> None:
     response = as_admin.goto(f"/sessions/{session.id}/messages/1/trace")
     assert response is not None and response.status == 404
     expect(as_admin.locator("main")).to_contain_text("has no trace")
+
+
+def test_the_trace_says_whether_the_previous_window_stayed_its_prefix(
+    as_admin: Page, ui: Service, upstream: Upstream
+) -> None:
+    session = ui.tk.create_session(key="ui-prefix", project="alpha")
+    ui.tk.append(session, "system", "You plan trips.")
+    for text in ("Four days in Lisbon.", "Where should we eat?"):
+        as_admin.goto(f"/sessions/{session.id}")
+        as_admin.get_by_label("Your message").fill(text)
+        as_admin.get_by_role("button", name="Send").click()
+        expect(as_admin.locator("#transcript .msg.role-assistant[data-seq]").last).to_contain_text(
+            f"to: {text}"
+        )
+    as_admin.goto(f"/sessions/{session.id}/messages/5/trace")
+    expect(as_admin.locator("#prefix")).to_contain_text("is the start of this one")

@@ -473,6 +473,11 @@ class Output:
             ("internal", str(stats.internal_messages)),
             ("stored tokens", str(stats.stored_tokens)),
             ("usage", f"{stats.usage_input_tokens} in / {stats.usage_output_tokens} out"),
+            (
+                "prompt cache",
+                f"{stats.usage_cache_read_tokens} read / "
+                f"{stats.usage_cache_creation_tokens} written",
+            ),
             ("first message", _when(stats.first_message_at)),
             ("last message", _when(stats.last_message_at)),
             ("agent time", f"{stats.execution_ms} ms"),
@@ -536,6 +541,7 @@ class Output:
         table.add_column("messages", justify="right")
         table.add_column("tokens", justify="right")
         table.add_column("usage in/out", justify="right")
+        table.add_column("cache read/written", justify="right")
         for p in projects:
             table.add_row(
                 Text(p.project),
@@ -543,5 +549,6 @@ class Output:
                 str(p.message_count),
                 str(p.stored_tokens),
                 f"{p.usage_input_tokens}/{p.usage_output_tokens}",
+                f"{p.usage_cache_read_tokens}/{p.usage_cache_creation_tokens}",
             )
         self.console.print(table)

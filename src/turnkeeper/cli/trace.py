@@ -49,13 +49,27 @@ def trace(
     since = f"reply #{previous.seq}" if previous else "nothing (the first traced turn)"
     ctx.out.note(f"since {since}: {len(diff.entered)} entered, {len(diff.left)} left, "
                  f"{diff.stayed} stayed")  # fmt: skip
+    if diff.prefix_matched is not None:
+        ctx.out.note(_prefix_note(diff.prefix_broken_at, current.window))
     for sign, entries in (("+", diff.entered), ("-", diff.left)):
         for entry in entries:
             ctx.out.note(_entry_line(sign, entry).replace("[", "\\["))
 
 
+def _prefix_note(broken_at: int | None, window: list[TraceEntry]) -> str:
+    """Whether the previous window is this one's prefix (what a prompt cache can serve), and
+    where it broke."""
+    if broken_at is None:
+        return "prefix: matched the previous turn's window (cacheable)"
+    if broken_at >= len(window):
+        return f"prefix: broken at message {broken_at} (this window is shorter)"
+    entry = window[broken_at]
+    where = f"#{entry.seq}" if entry.seq is not None else entry.kind
+    return f"prefix: broken at message {broken_at} ({where} {entry.role})"
+
+
 def _cache_note(usage: dict[str, int]) -> str:
-    """The prompt cache's part of the input, when the upstream counted it (Anthropic)."""
+    """The prompt cache's part of the input, when the upstream counted it."""
     read, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
     if read is None and written is None:
         return ""

@@ -69,7 +69,7 @@ def _usage(usage: Usage | None) -> dict[str, Any] | None:
     if usage is None:
         return None
     return {
-        "input_tokens": usage.input_tokens, "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens": usage.input_tokens, "input_tokens_details": {"cached_tokens": usage.cache_read_input_tokens},
         "output_tokens": usage.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage.input_tokens + usage.output_tokens,
     }  # fmt: skip

@@ -371,6 +371,12 @@ class SessionStatsPublic(_FromDomain):
     first_message_at: datetime | None
     last_message_at: datetime | None
     execution_ms: int = Field(0, description="Time agents reported spending on their turns.")
+    usage_cache_read_tokens: int = Field(
+        0, description="Of the input, tokens the upstream served from its prompt cache, summed."
+    )
+    usage_cache_creation_tokens: int = Field(
+        0, description="Of the input, tokens the upstream wrote to its prompt cache, summed."
+    )
 
 
 class ProjectStatsPublic(_FromDomain):
@@ -382,6 +388,12 @@ class ProjectStatsPublic(_FromDomain):
     stored_tokens: int
     usage_input_tokens: int
     usage_output_tokens: int
+    usage_cache_read_tokens: int = Field(
+        0, description="Of the input, tokens the upstream served from its prompt cache, summed."
+    )
+    usage_cache_creation_tokens: int = Field(
+        0, description="Of the input, tokens the upstream wrote to its prompt cache, summed."
+    )
 
 
 # -- the chat turn --------------------------------------------------------------------------

@@ -36,7 +36,9 @@ class UsagePublic(BaseModel):
     input_tokens: int = Field(description="Prompt tokens, cache reads and writes included.")
     output_tokens: int
     cache_read_input_tokens: int | None = Field(
-        None, description="Of the input, tokens read from the provider's prompt cache (Anthropic)."
+        None,
+        description="Of the input, tokens read from the provider's prompt cache (OpenAI's "
+        "`prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`).",
     )
     cache_creation_input_tokens: int | None = Field(
         None, description="Of the input, tokens written to the provider's prompt cache (Anthropic)."
@@ -93,6 +95,14 @@ class TraceResponse(TracePublic):
     entered: list[TraceEntryPublic] = Field(description="Entries new since the previous window.")
     left: list[TraceEntryPublic] = Field(description="Entries of the previous window left out.")
     stayed: int
+    prefix_matched: bool | None = Field(
+        None,
+        description="Whether the previous window, as rendered, is the start of this one (what a "
+        "provider's prompt cache can serve); null: no previous turn.",
+    )
+    prefix_broken_at: int | None = Field(
+        None, description="When it is not: the index in `window` of the first message that differs."
+    )
 
     @classmethod
     def of(cls, trace: TurnTrace, previous: TurnTrace | None, diff: WindowDiff) -> TraceResponse:
@@ -104,5 +114,7 @@ class TraceResponse(TracePublic):
                 "entered": [TraceEntryPublic.model_validate(e) for e in diff.entered],
                 "left": [TraceEntryPublic.model_validate(e) for e in diff.left],
                 "stayed": diff.stayed,
+                "prefix_matched": diff.prefix_matched,
+                "prefix_broken_at": diff.prefix_broken_at,
             }
         )

@@ -667,14 +667,16 @@ def session_stats(
         stored_tokens=session.stored_tokens,
         usage_input_tokens=session.usage_input_tokens,
         usage_output_tokens=session.usage_output_tokens,
+        usage_cache_read_tokens=session.usage_cache_read_tokens,
+        usage_cache_creation_tokens=session.usage_cache_creation_tokens,
         first_message_at=first,
         last_message_at=last,
     )
 
 
-ProjectCount = tuple[str, str, int, int, int, int, int]
+ProjectCount = tuple[str, str, int, int, int, int, int, int, int]
 """(project, status, sessions, messages, stored tokens, usage input tokens, usage output
-tokens): what `project_stats` sums."""
+tokens, cache read tokens, cache creation tokens): what `project_stats` sums."""
 
 
 def project_stats(counts: Iterable[ProjectCount]) -> list[ProjectStats]:
@@ -682,7 +684,7 @@ def project_stats(counts: Iterable[ProjectCount]) -> list[ProjectStats]:
     sessions by status), in the order the projects first appear."""
     totals: dict[str, tuple[dict[str, int], list[int]]] = {}
     for project, status, sessions, *amounts in counts:
-        by_status, sums = totals.setdefault(project, ({}, [0, 0, 0, 0]))
+        by_status, sums = totals.setdefault(project, ({}, [0, 0, 0, 0, 0, 0]))
         by_status[status] = by_status.get(status, 0) + sessions
         for index, amount in enumerate(amounts):
             sums[index] += amount
@@ -694,6 +696,11 @@ def project_stats(counts: Iterable[ProjectCount]) -> list[ProjectStats]:
             stored_tokens=tokens,
             usage_input_tokens=usage_in,
             usage_output_tokens=usage_out,
+            usage_cache_read_tokens=cache_read,
+            usage_cache_creation_tokens=cache_creation,
         )
-        for project, (by_status, [messages, tokens, usage_in, usage_out]) in totals.items()
+        for project, (
+            by_status,
+            [messages, tokens, usage_in, usage_out, cache_read, cache_creation],
+        ) in totals.items()
     ]

@@ -94,6 +94,12 @@ class _Log:
             stored_tokens=sum(m.tokens for m in messages),
             usage_input_tokens=sum(m.usage.input_tokens for m in messages if m.usage),
             usage_output_tokens=sum(m.usage.output_tokens for m in messages if m.usage),
+            usage_cache_read_tokens=sum(
+                m.usage.cache_read_input_tokens for m in messages if m.usage
+            ),
+            usage_cache_creation_tokens=sum(
+                m.usage.cache_creation_input_tokens for m in messages if m.usage
+            ),
             updated_at=now,
         )
 
@@ -288,6 +294,10 @@ class InMemoryStore:
                     + sum(m.usage.input_tokens for m in added if m.usage),
                     usage_output_tokens=log.session.usage_output_tokens
                     + sum(m.usage.output_tokens for m in added if m.usage),
+                    usage_cache_read_tokens=log.session.usage_cache_read_tokens
+                    + sum(m.usage.cache_read_input_tokens for m in added if m.usage),
+                    usage_cache_creation_tokens=log.session.usage_cache_creation_tokens
+                    + sum(m.usage.cache_creation_input_tokens for m in added if m.usage),
                     updated_at=now,
                 )
                 fresh = {m.id: m for m in added}
@@ -532,6 +542,8 @@ class InMemoryStore:
                 s.stored_tokens,
                 s.usage_input_tokens,
                 s.usage_output_tokens,
+                s.usage_cache_read_tokens,
+                s.usage_cache_creation_tokens,
             )
             for s in sorted(sessions, key=lambda s: s.project)
         )
@@ -569,6 +581,8 @@ class InMemoryStore:
                             stored_tokens=0,
                             usage_input_tokens=0,
                             usage_output_tokens=0,
+                            usage_cache_read_tokens=0,
+                            usage_cache_creation_tokens=0,
                         )
                     )
                 )

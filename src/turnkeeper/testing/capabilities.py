@@ -356,6 +356,34 @@ class AdminContract:
         with pytest.raises(SessionNotFound):
             store.session_stats(MISSING)
 
+    def test_prompt_cache_usage_is_stored_with_each_reply_and_summed(self, store: _Admin) -> None:
+        """What the upstream's prompt cache served and took of each reply's input: read back
+        with the reply, added up by a single append and by a batch, in both statistics."""
+        session = store.create_session(new_session("cached"), now=NOW)
+        one = store.append_messages(
+            session.id,
+            [draft(role=Role.ASSISTANT, usage=Usage(100, 20, 60, 10))],
+            now=NOW,
+        )
+        batch = store.append_messages(
+            session.id,
+            [draft(), draft(role=Role.ASSISTANT, usage=Usage(50, 5, 40, 0))],
+            now=LATER,
+        )
+        assert [m.usage for m in store.read_messages(session.id)] == [
+            Usage(100, 20, 60, 10), None, Usage(50, 5, 40, 0),
+        ]  # fmt: skip
+        assert [m.usage for m in (*one, *batch)] == [
+            m.usage for m in store.read_messages(session.id)
+        ]
+        after = store.get_session(session.id)
+        assert (after.usage_cache_read_tokens, after.usage_cache_creation_tokens) == (100, 10)
+        stats = store.session_stats(session.id)
+        assert (stats.usage_input_tokens, stats.usage_cache_read_tokens) == (150, 100)
+        assert stats.usage_cache_creation_tokens == 10
+        (project,) = store.project_stats("cached")
+        assert (project.usage_cache_read_tokens, project.usage_cache_creation_tokens) == (100, 10)
+
     def test_project_stats_sum_sessions_by_status_per_project(self, store: _Admin) -> None:
         a1 = store.create_session(new_session("a"), now=NOW)
         a2 = store.create_session(new_session("a"), now=NOW)

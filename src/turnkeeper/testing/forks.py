@@ -47,7 +47,12 @@ class ForkContract:
 
     def _source(self, store: _Forks, count: int = 4) -> Session:
         session = store.create_session(new_session(title="source"), now=NOW)
-        usage = Usage(input_tokens=5, output_tokens=7)
+        usage = Usage(
+            input_tokens=5,
+            output_tokens=7,
+            cache_read_input_tokens=3,
+            cache_creation_input_tokens=1,
+        )
         store.append_messages(
             session.id,
             [
@@ -72,6 +77,7 @@ class ForkContract:
         assert (branch.message_count, branch.last_seq) == (2, 2)
         assert branch.stored_tokens == 6
         assert (branch.usage_input_tokens, branch.usage_output_tokens) == (5, 7)
+        assert (branch.usage_cache_read_tokens, branch.usage_cache_creation_tokens) == (3, 1)
         copied = store.read_messages(branch.id)
         assert _without_session(copied) == _without_session(store.read_messages(source.id)[:2])
         assert {m.session_id for m in copied} == {branch.id}

@@ -21,11 +21,12 @@ from turnkeeper.types import MessageQuery, SessionFilter
 SESSION_COLUMNS = (
     "id, key, project, subject, kind, title, phase, status, created_at, updated_at, expires_at,"
     " message_count, last_seq, stored_tokens, usage_input_tokens, usage_output_tokens,"
-    " metadata, version"
+    " usage_cache_read_tokens, usage_cache_creation_tokens, metadata, version"
 )
 MESSAGE_COLUMNS = (
     "id, session_id, seq, role, author, content, internal, created_at, tokens,"
-    " usage_input_tokens, usage_output_tokens, tool_calls, tool_call_id, metadata"
+    " usage_input_tokens, usage_output_tokens, usage_cache_read_tokens,"
+    " usage_cache_creation_tokens, tool_calls, tool_call_id, metadata"
 )
 SELECT_SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
 INSERT_SESSION = (
@@ -39,9 +40,9 @@ INSERT_SESSION_IF_KEY_FREE = (
     + " ON CONFLICT (project, key) WHERE status = 'active' AND key IS NOT NULL DO NOTHING"
 )
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
-MESSAGE_ROW = f"({', '.join('?' * 14)})"
+MESSAGE_ROW = f"({', '.join('?' * 16)})"
 INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES {MESSAGE_ROW}"
-IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 20)})"
 SELECT_MESSAGES_BY_ID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id IN "  # then `placeholders(len(ids))`; message ids are scoped to their session
 FIND_BY_KEY = (
     f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ?"
@@ -67,7 +68,10 @@ SET_STATUS = (
 ADD_TOTALS = (
     "UPDATE sessions SET last_seq = ?, message_count = message_count + ?,"
     " stored_tokens = stored_tokens + ?, usage_input_tokens = usage_input_tokens + ?,"
-    " usage_output_tokens = usage_output_tokens + ?, updated_at = ?, version = version + 1"
+    " usage_output_tokens = usage_output_tokens + ?,"
+    " usage_cache_read_tokens = usage_cache_read_tokens + ?,"
+    " usage_cache_creation_tokens = usage_cache_creation_tokens + ?,"
+    " updated_at = ?, version = version + 1"
     " WHERE id = ?"
 )
 RECOMPUTE_TOTALS = (
@@ -80,6 +84,10 @@ RECOMPUTE_TOTALS = (
     "   WHERE session_id = sessions.id),"
     " usage_output_tokens = (SELECT coalesce(sum(usage_output_tokens), 0) FROM messages"
     "   WHERE session_id = sessions.id),"
+    " usage_cache_read_tokens = (SELECT coalesce(sum(usage_cache_read_tokens), 0)"
+    "   FROM messages WHERE session_id = sessions.id),"
+    " usage_cache_creation_tokens = (SELECT coalesce(sum(usage_cache_creation_tokens), 0)"
+    "   FROM messages WHERE session_id = sessions.id),"
     " updated_at = ?, version = version + 1"
     f" WHERE id = ? RETURNING {SESSION_COLUMNS}"
 )
@@ -107,7 +115,8 @@ SESSION_MESSAGE_STATS = (
 PROJECT_STATS = (
     "SELECT project, status, count(*) AS sessions, sum(message_count) AS messages,"
     " sum(stored_tokens) AS tokens, sum(usage_input_tokens) AS usage_in,"
-    " sum(usage_output_tokens) AS usage_out FROM sessions"
+    " sum(usage_output_tokens) AS usage_out, sum(usage_cache_read_tokens) AS cache_read,"
+    " sum(usage_cache_creation_tokens) AS cache_creation FROM sessions"
 )
 
 
@@ -189,7 +198,8 @@ DELETE_TURN_ATTEMPT = (
 
 COPY_MESSAGES = (
     f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT id, ?, seq, role, author, content,"
-    " internal, created_at, tokens, usage_input_tokens, usage_output_tokens, tool_calls,"
+    " internal, created_at, tokens, usage_input_tokens, usage_output_tokens,"
+    " usage_cache_read_tokens, usage_cache_creation_tokens, tool_calls,"
     " tool_call_id, metadata FROM messages WHERE session_id = ? AND seq <= ?"
 )
 COPY_TRACES = (
@@ -390,7 +400,10 @@ SELECT_APPEND_TARGET = "SELECT id, status, expires_at, last_seq FROM sessions WH
 CLAIM_SEQS = (
     "UPDATE sessions SET last_seq = last_seq + ?, message_count = message_count + ?,"
     " stored_tokens = stored_tokens + ?, usage_input_tokens = usage_input_tokens + ?,"
-    " usage_output_tokens = usage_output_tokens + ?, updated_at = ?, version = version + 1"
+    " usage_output_tokens = usage_output_tokens + ?,"
+    " usage_cache_read_tokens = usage_cache_read_tokens + ?,"
+    " usage_cache_creation_tokens = usage_cache_creation_tokens + ?,"
+    " updated_at = ?, version = version + 1"
     " WHERE id = ? RETURNING id, status, expires_at, last_seq"
 )
 """An append's fast path where the dialect `claims_by_update`: lock the session row, take the

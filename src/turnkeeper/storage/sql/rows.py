@@ -127,7 +127,12 @@ _ROLES = {role.value: role for role in Role}  # a dict lookup: far cheaper than 
 def message_from_row(row: Row, d: Dialect) -> Message:
     usage = None
     if row["usage_input_tokens"] is not None or row["usage_output_tokens"] is not None:
-        usage = Usage(row["usage_input_tokens"] or 0, row["usage_output_tokens"] or 0)
+        usage = Usage(
+            row["usage_input_tokens"] or 0,
+            row["usage_output_tokens"] or 0,
+            row["usage_cache_read_tokens"] or 0,
+            row["usage_cache_creation_tokens"] or 0,
+        )
     tool_calls = d.decode_json(row["tool_calls"])
     return Message(
         id=row["id"],
@@ -190,6 +195,8 @@ def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> li
                 message.tokens,
                 usage.input_tokens if usage else None,
                 usage.output_tokens if usage else None,
+                usage.cache_read_input_tokens if usage else None,
+                usage.cache_creation_input_tokens if usage else None,
                 encode_json(list(tool_calls)) if tool_calls is not None else None,
                 message.tool_call_id,
                 encode_json(dict(message.metadata)),
@@ -237,6 +244,8 @@ def imported_session_params(session: Session, d: Dialect) -> tuple[Any, ...]:
         0,
         0,
         0,
+        0,
+        0,
         d.encode_json(dict(session.metadata)),
         session.version,
     )
@@ -265,22 +274,30 @@ _STATUS_BY_VALUE = {status.value: status for status in SessionStatus}
 """`SessionStatus(value)` without the enum call (once an append)."""
 
 
-def _totals(added: Sequence[Message | MessageDraft]) -> tuple[int, int, int, int]:
-    """Count, stored tokens, usage input and output tokens of the messages an append adds."""
+def _totals(added: Sequence[Message | MessageDraft]) -> tuple[int, ...]:
+    """Count, stored tokens, usage input, output, cache read and cache creation tokens of the
+    messages an append adds."""
     if len(added) == 1:  # a single append: no generators
         (only,) = added
         usage = only.usage
+        if usage is None:
+            return (1, only.tokens, 0, 0, 0, 0)
         return (
             1,
             only.tokens,
-            usage.input_tokens if usage else 0,
-            usage.output_tokens if usage else 0,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_input_tokens,
+            usage.cache_creation_input_tokens,
         )
+    usages = [m.usage for m in added if m.usage]
     return (
         len(added),
         sum(m.tokens for m in added),
-        sum(m.usage.input_tokens for m in added if m.usage),
-        sum(m.usage.output_tokens for m in added if m.usage),
+        sum(u.input_tokens for u in usages),
+        sum(u.output_tokens for u in usages),
+        sum(u.cache_read_input_tokens for u in usages),
+        sum(u.cache_creation_input_tokens for u in usages),
     )
 
 
@@ -319,7 +336,17 @@ def project_stats_from_rows(rows: Sequence[Row]) -> list[ProjectStats]:
             row["project"],
             row["status"],
             int(row["sessions"]),
-            *(int(row[name] or 0) for name in ("messages", "tokens", "usage_in", "usage_out")),
+            *(
+                int(row[name] or 0)
+                for name in (
+                    "messages",
+                    "tokens",
+                    "usage_in",
+                    "usage_out",
+                    "cache_read",
+                    "cache_creation",
+                )
+            ),
         )
         for row in rows
     )

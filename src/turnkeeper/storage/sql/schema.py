@@ -374,6 +374,29 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (session_id, turn_id)
             )""",
     ),
+    # What the upstream's prompt cache served (reads) and took (writes) of each reply's input,
+    # summed per session like the usage before it. PostgreSQL's project statistics read the
+    # totals from one index (an index-only scan): it is made again with the new totals in it.
+    Migration(
+        12,
+        "prompt-cache usage",
+        sqlite=(
+            "ALTER TABLE sessions ADD COLUMN usage_cache_read_tokens INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE sessions ADD COLUMN usage_cache_creation_tokens INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE messages ADD COLUMN usage_cache_read_tokens INTEGER",
+            "ALTER TABLE messages ADD COLUMN usage_cache_creation_tokens INTEGER",
+        ),
+        postgres=(
+            "ALTER TABLE sessions ADD COLUMN usage_cache_read_tokens BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE sessions ADD COLUMN usage_cache_creation_tokens BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE messages ADD COLUMN usage_cache_read_tokens INTEGER",
+            "ALTER TABLE messages ADD COLUMN usage_cache_creation_tokens INTEGER",
+            "DROP INDEX sessions_project_totals",
+            """CREATE INDEX sessions_project_totals ON sessions (project, status)
+                INCLUDE (message_count, stored_tokens, usage_input_tokens, usage_output_tokens,
+                usage_cache_read_tokens, usage_cache_creation_tokens)""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

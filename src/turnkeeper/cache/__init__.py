@@ -18,8 +18,11 @@ What is cached, keyed by what, invalidated how:
   replica, the CLI) takes effect when the lifetime lapses.
 - **The last window per session** (`cache.windows`, `WindowCache`; a service's, when `lru_size`
   is set): the window built for one set of arguments, keyed by the session's `version` and
-  those arguments, so an unchanged session asked again gets it without a build. Kept because it
-  pays on a reported figure (the warm build; `bench/results/r26-service.md`).
+  those arguments, so an unchanged session asked again gets it without a build; with it, the
+  entries that build rendered, so a build for other arguments at the same version reuses them
+  instead of rendering each message again. Kept because it pays on reported figures (the warm
+  build, `bench/results/r26-service.md`; the rebuild, 0.72× without it,
+  `bench/results/r26-window-speed.md`).
 - **The OpenAI Agents adapter's history** (`cache.histories`, `RememberedHistory`; one per
   `TurnkeeperSession`): the whole history as read at a version, plus this reader's one append
   since; used only when the session row proves nothing else was written. Kept because it pays

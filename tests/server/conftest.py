@@ -25,6 +25,7 @@ from turnkeeper.server import create_app
 from turnkeeper.server.observability import configure_logging
 from turnkeeper.service import Turnkeeper
 
+from .anthropic_upstream import AnthropicUpstream, make_anthropic_app
 from .live import LiveServer
 from .upstream import Upstream, make_app
 
@@ -48,6 +49,19 @@ def upstream_server() -> Iterator[tuple[Upstream, str]]:
     state = Upstream()
     with LiveServer(make_app(state)) as live:
         yield state, live.url
+
+
+@pytest.fixture(scope="package")
+def anthropic_server() -> Iterator[tuple[AnthropicUpstream, str]]:
+    state = AnthropicUpstream()
+    with LiveServer(make_anthropic_app(state)) as live:
+        yield state, live.url
+
+
+@pytest.fixture
+def claude_upstream(anthropic_server: tuple[AnthropicUpstream, str]) -> AnthropicUpstream:
+    """The recording Anthropic model, reset: answering normally, nothing received yet."""
+    return anthropic_server[0].reset()
 
 
 @pytest.fixture

@@ -18,26 +18,12 @@ import anthropic
 import httpx
 import pytest
 
-from .anthropic_upstream import AnthropicUpstream, make_anthropic_app
+from .anthropic_upstream import AnthropicUpstream
 from .conftest import TLS, Service, service_settings, start_service
-from .live import LiveServer
 from .upstream import Upstream
 
 MODEL = "claude-test"
 ANTHROPIC_KEY = "anthropic-secret"
-
-
-@pytest.fixture(scope="module")
-def anthropic_server() -> Iterator[tuple[AnthropicUpstream, str]]:
-    state = AnthropicUpstream()
-    with LiveServer(make_anthropic_app(state)) as live:
-        yield state, live.url
-
-
-@pytest.fixture
-def claude_upstream(anthropic_server: tuple[AnthropicUpstream, str]) -> AnthropicUpstream:
-    """The recording Anthropic model, reset: answering normally, nothing received yet."""
-    return anthropic_server[0].reset()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -17,24 +17,11 @@ import httpx
 import openai
 import pytest
 
-from .anthropic_upstream import AnthropicUpstream, make_anthropic_app
+from .anthropic_upstream import AnthropicUpstream
 from .conftest import Service, service_settings, start_service
-from .live import LiveServer
 from .upstream import Upstream
 
 MODEL = "test-model"
-
-
-@pytest.fixture(scope="module")
-def anthropic_server() -> Iterator[tuple[AnthropicUpstream, str]]:
-    state = AnthropicUpstream()
-    with LiveServer(make_anthropic_app(state)) as live:
-        yield state, live.url
-
-
-@pytest.fixture
-def claude_upstream(anthropic_server: tuple[AnthropicUpstream, str]) -> AnthropicUpstream:
-    return anthropic_server[0].reset()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -55,6 +55,7 @@ SHIPPED = [
         "e3b0c44298fc1c14",
     ),
     (11, "turn attempts", "13bd0b9a57d0fdea", "dd1f9822d043c117"),
+    (12, "prompt-cache usage", "d33eb18940b9dcfe", "921e8ffecf0a7820"),
 ]
 """(version, name, checksum of the SQLite DDL, of the PostgreSQL DDL) of every shipped step.
 Add a row for a new step once it ships; never change one."""

@@ -173,12 +173,20 @@ class MessageDraft:
         """The message this draft is once stored at `seq` of `session_id` (its trace is kept
         beside it, not in it)."""
         return Message(
-            session_id=session_id, seq=seq, **{name: getattr(self, name) for name in _DRAFTED}
+            id=self.id,
+            session_id=session_id,
+            seq=seq,
+            role=self.role,
+            content=self.content,
+            created_at=self.created_at,
+            tokens=self.tokens,
+            author=self.author,
+            internal=self.internal,
+            usage=self.usage,
+            tool_calls=self.tool_calls,
+            tool_call_id=self.tool_call_id,
+            metadata=self.metadata,
         )
-
-
-_DRAFTED = tuple(f.name for f in fields(Message) if f.name not in ("session_id", "seq"))
-"""The fields of a `Message` its `MessageDraft` has already: all but where it is stored."""
 
 
 @dataclass(frozen=True, slots=True)

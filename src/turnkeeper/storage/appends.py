@@ -87,23 +87,7 @@ def plan_append(
     traces: list[tuple[int, str]] = []
     for draft in fresh:
         seq += 1
-        # `draft.stored_as(session.id, seq)` written out: its `getattr` of each field cost
-        # about 15 ms of a 10,000-item append (tests/storage/test_append_plan.py: the same).
-        message = Message(
-            id=draft.id,
-            session_id=session.id,
-            seq=seq,
-            role=draft.role,
-            content=draft.content,
-            created_at=draft.created_at,
-            tokens=draft.tokens,
-            author=draft.author,
-            internal=draft.internal,
-            usage=draft.usage,
-            tool_calls=draft.tool_calls,
-            tool_call_id=draft.tool_call_id,
-            metadata=draft.metadata,
-        )
+        message = draft.stored_as(session.id, seq)
         known[draft.id] = message
         added.append(message)
         if draft.trace is not None:

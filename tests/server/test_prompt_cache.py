@@ -129,6 +129,34 @@ def test_openai_cached_tokens_are_stored_summed_counted_and_traced(
     (project,) = client.get("/v1/stats").json()
     assert (project["usage_cache_read_tokens"], project["usage_cache_creation_tokens"]) == (14, 0)
     assert metric(service, "turnkeeper_upstream_cache_read_tokens_total") - before == 14
+    session = client.get("/v1/sessions/warm").json()
+    assert (session["usage_cache_read_tokens"], session["usage_cache_creation_tokens"]) == (14, 0)
+    replies = [m for m in client.get("/v1/sessions/warm/messages").json()["items"] if m["usage"]]
+    assert [m["usage"]["cache_read_input_tokens"] for m in replies] == [7, 7]
+
+
+def test_a_reply_appended_with_its_cache_usage_keeps_it(client: httpx.Client) -> None:
+    client.post("/v1/sessions", json={"key": "own-calls"})
+    usage = {
+        "input_tokens": 1200, "output_tokens": 30,
+        "cache_read_input_tokens": 1024, "cache_creation_input_tokens": 100,
+    }  # fmt: skip
+    stored = client.post(
+        "/v1/sessions/own-calls/messages",
+        json={"role": "assistant", "content": "Done.", "usage": usage},
+    )
+    assert stored.status_code == 201 and stored.json()["usage"] == usage
+    session = client.get("/v1/sessions/own-calls").json()
+    assert (session["usage_cache_read_tokens"], session["usage_cache_creation_tokens"]) == (
+        1024,
+        100,
+    )
+    refused = client.post(
+        "/v1/sessions/own-calls/messages",
+        json={"role": "assistant", "content": "x", "usage": {"cache_read_input_tokens": -1}},
+    )
+    assert refused.status_code == 422 and "cache_read_input_tokens" in refused.text
+    assert client.get("/v1/sessions/own-calls").json()["message_count"] == 1
 
 
 def test_the_responses_usage_says_what_the_cache_served(

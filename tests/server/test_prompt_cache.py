@@ -232,3 +232,43 @@ def test_the_trace_says_whether_the_previous_window_was_kept_as_the_prefix(
     expected = first_difference(upstream.requests[1]["messages"], upstream.requests[2]["messages"])
     assert rewritten["prefix_broken_at"] == expected == 1  # right after the system message
     assert rewritten["window"][1]["kind"] == "marker"
+
+
+# -- a replayed turn answers with the usage the upstream gave it ----------------------------------
+
+
+def test_a_retried_proxy_turn_reports_the_cache_usage_of_the_stored_reply(
+    llm: openai.OpenAI, upstream: Upstream
+) -> None:
+    upstream.cached_tokens = 9
+    headers = {"X-Turnkeeper-Session": "retried", "Idempotency-Key": "turn-1"}
+    messages: Any = [{"role": "user", "content": "Once"}]
+    first = llm.chat.completions.create(model=MODEL, messages=messages, extra_headers=headers)
+    again = llm.chat.completions.create(model=MODEL, messages=messages, extra_headers=headers)
+    assert len(upstream.requests) == 1  # the retry was answered from the stored reply
+    assert first.usage is not None and again.usage is not None
+    assert first.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details.cached_tokens == 9
+    assert again.usage.prompt_tokens == first.usage.prompt_tokens
+
+
+def test_a_retried_anthropic_turn_reports_the_cache_usage_of_the_stored_reply(
+    service: Service, claude_upstream: AnthropicUpstream
+) -> None:
+    claude_upstream.cache_read, claude_upstream.cache_creation = 800, 200
+    with anthropic.Anthropic(
+        base_url=service.url, api_key=service.keys["a"], max_retries=0, timeout=10
+    ) as claude:
+
+        def ask() -> anthropic.types.Message:
+            return claude.messages.create(
+                model="claude-test", max_tokens=20, messages=[{"role": "user", "content": "Once"}],
+                extra_headers={"X-Turnkeeper-Session": "retried-c", "Idempotency-Key": "turn-1"},
+            )  # fmt: skip
+
+        first, again = ask(), ask()
+    assert len(claude_upstream.requests) == 1
+    assert again.usage.cache_read_input_tokens == first.usage.cache_read_input_tokens == 800
+    assert again.usage.cache_creation_input_tokens == 200
+    assert again.usage.input_tokens == first.usage.input_tokens

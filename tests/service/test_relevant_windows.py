@@ -55,9 +55,7 @@ def check_recall(window: ContextWindow, question: str, budget: int = 400) -> Non
         "call-vault"
     )  # the call right before its result
     (note,) = [entry for entry in entries if entry.kind == "marker"]
-    assert note.content.endswith(
-        "recalled from earlier in the conversation as relevant to this turn]"
-    )
+    assert note.content.endswith("older ones below recalled as relevant to this turn]")
     assert entries.index(note) < result - 1  # the note comes before what it recalled
     assert window.report.markers == (note.content,)
 

@@ -49,9 +49,8 @@ def relevant_marker(left_out: int, recalled: int) -> str:
     if not recalled:
         return f"[Note: {left_out} older messages left out to stay within the token limit]"
     return (
-        f"[Note: {left_out} older messages left out to stay within the token limit; the"
-        f" {recalled} below were recalled from earlier in the conversation as relevant to"
-        " this turn]"
+        f"[Note: {left_out} older messages left out to stay within the token limit;"
+        f" {recalled} older ones below recalled as relevant to this turn]"
     )
 
 

@@ -59,6 +59,8 @@ class _Layout:
     """A `relevant` window being assembled; every unit list is oldest first."""
 
     plan: Plan
+    floor: int | None = None
+    """The seq of the session's opening system message: never recalled (it leads or is out)."""
     recent: list[Unit] = field(default_factory=list)
     recalled: list[tuple[int, Unit]] = field(default_factory=list)
     """With each unit's rank (0 is the best), kept in conversation order."""
@@ -131,17 +133,18 @@ class Relevant(Strategy):
             plan.total = turns.total()
             fit_marker(plan, budget, full_marker, build.counter)
             return plan.selection(turns.loaded())
-        layout = _Layout(plan)
-        query, rest = self._tail(layout, read, budget)
-        self._recent(layout, turns, rest, budget, build)
+        layout = _Layout(plan, floor=None if head is None else head.seq)
+        query, taken = self._tail(layout, read, budget)
+        self._recent(layout, turns, (read[:taken], read[taken:]), budget, build)
         self._recall(layout, turns, query, budget, build)
         total = turns.total()
         self._fit(layout, total, budget, build)
         return Selection(self._messages(layout), total - layout.included)
 
-    def _tail(self, layout: _Layout, read: list[Unit], budget: int) -> tuple[str, list[Unit]]:
+    def _tail(self, layout: _Layout, read: list[Unit], budget: int) -> tuple[str, int]:
         """The units after the last user message (it included), which stay last; the query
-        (that message's text, else the trigger's); the units read before them, newest first."""
+        (that message's text, else the trigger's); how many of `read` (newest first) it went
+        through."""
         asks = [m for m in layout.plan.trigger.messages if m.role is Role.USER]
         query = asks[-1].content if asks else ""
         taken = 0
@@ -157,19 +160,24 @@ class Relevant(Strategy):
             query = asks[-1].content if asks else query
         if not query:
             query = " ".join(m.content for m in layout.plan.trigger.messages)
-        return query, read[taken:]
+        return query, taken
 
     def _recent(
-        self, layout: _Layout, turns: Turns, rest: list[Unit], budget: int, build: Build
+        self,
+        layout: _Layout,
+        turns: Turns,
+        read: tuple[list[Unit], list[Unit]],
+        budget: int,
+        build: Build,
     ) -> None:
-        """The newest units before the tail, from the oldest unit holding a step of the
-        session's stored tokens that keeps the block within `recent_share` of the budget."""
+        """The newest units before the tail (`read`: the units the tail went through, and the
+        rest, newest first), from the oldest unit holding a step of the session's stored tokens
+        that keeps the block within `recent_share` of the budget."""
         session = build.session
         limit = min(self.recent_share * budget, budget - layout.tokens)
         step = max(1, int(self.recent_share * budget / 2))
-        after = turns.stored_tokens(layout.plan.trigger) + sum(
-            turns.stored_tokens(unit) for unit in layout.tail
-        )
+        passed, rest = read
+        after = sum(turns.stored_tokens(unit) for unit in (layout.plan.trigger, *passed))
         used = 0
         opens = 0  # how many of `rest` the block takes
         for index, unit in enumerate(rest):
@@ -196,7 +204,7 @@ class Relevant(Strategy):
         if retriever is None or session is None or not kept:
             return
         below = min(kept)
-        floor = layout.plan.head.seq if layout.plan.head is not None else None
+        floor = layout.floor
         asked = retriever(session, query, self.candidates + len(kept))
         hits = [
             seq

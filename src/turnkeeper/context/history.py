@@ -125,10 +125,15 @@ class StoreHistory(_Reads):
     @staticmethod
     def page_size_for(budget: int, average_tokens: float) -> int:
         """A first page just larger than what `budget` holds at the session's average message
-        size, so a window is usually read in one query without reading much it won't use."""
+        size, so a window is usually read in one query without reading much it won't use;
+        rounded up to one of eight steps per power of two (at most 12.5% more): the average
+        moves with every append, and a size that moved with it would name a new page each turn
+        that no cache holds (`cache.store` carries a session's pages across an append)."""
         if average_tokens <= 0:
             return 128
-        return min(1000, max(16, int(budget / average_tokens * 1.05) + 4))
+        wanted = max(16, int(budget / average_tokens * 1.05) + 4)
+        step = max(1, (1 << (wanted - 1).bit_length()) // 8)
+        return min(1000, -(-wanted // step) * step)
 
     def newest_first(self) -> Iterator[Message]:
         upper: int | None = None

@@ -283,8 +283,21 @@ class InMemoryStore:
         expected_last_seq: int | None = None,
         now: datetime,
     ) -> list[Message]:
+        stored, _ = self.append_messages_versioned(
+            session_id, drafts, expected_last_seq=expected_last_seq, now=now
+        )
+        return stored
+
+    def append_messages_versioned(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> tuple[list[Message], int | None]:
         if not drafts:
-            return []
+            return [], None
         now = _utc(now)
         with self._lock:
             log = self._log(session_id)
@@ -302,7 +315,7 @@ class InMemoryStore:
                 log.messages.update((m.seq, m) for m in added)
                 for seq, data in plan.traces:
                     log.traces.setdefault(seq, data)
-                log.bump(
+                session = log.bump(
                     last_seq=plan.last_seq,
                     message_count=log.session.message_count + len(added),
                     stored_tokens=log.session.stored_tokens + sum(m.tokens for m in added),
@@ -317,8 +330,8 @@ class InMemoryStore:
                     updated_at=now,
                 )
                 fresh = {m.id: m for m in added}
-                return [_copy(fresh.get(m.id, m)) for m in plan.result]
-            return _copy(plan.result)
+                return [_copy(fresh.get(m.id, m)) for m in plan.result], session.version
+            return _copy(plan.result), None
 
     @staticmethod
     def _by_id(log: _Log, ids: Sequence[str]) -> dict[str, Message]:

@@ -79,7 +79,8 @@ class Strategy:
     newest units that fit, and a marker naming what was left out); `turnkeeper.context.selection`
     holds the rest of the machinery the built-ins use. `select` must depend on nothing but its
     arguments and the strategy's own configuration: a service remembers the last window per
-    session version (`cache.windows`) unless the strategy `uses_checkpoints`.
+    session version (`cache.windows`) unless the strategy `uses_checkpoints` or says its window
+    depends on more (`window_per_version` False).
     """
 
     name: str = ""

@@ -400,6 +400,7 @@ PASSED_THROUGH = (
     *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
     "message_seq_runs",  # SeqRunStore
     "search_messages",  # SearchStore
+    "messages_with_words",  # WordMatchStore
 )
 """The optional store methods a `CachedStore` hands straight to its store, when it has them."""
 

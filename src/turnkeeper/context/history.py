@@ -40,6 +40,11 @@ class History(Protocol):
         """Every message, oldest first (reads the whole history)."""
         ...
 
+    def between(self, first: int, last: int) -> list[Message]:
+        """The messages with a seq from `first` to `last` (both included), oldest first: what
+        a strategy recalls from the middle of a history (`relevant`) reads, and no more."""
+        ...
+
     def count_before(self, seq: int) -> int:
         """How many messages have a seq below `seq`, without reading them.
 
@@ -165,6 +170,16 @@ class StoreHistory(_Reads):
             )
         )
 
+    def between(self, first: int, last: int) -> list[Message]:
+        return self._remember(
+            read_messages_at(
+                self._store,
+                self._session_id,
+                self._version,
+                MessageQuery(from_seq=first, to_seq=last, include_internal=self._include_internal),
+            )
+        )
+
     def count_before(self, seq: int) -> int:
         if self._include_internal and self._tail_floor is not None and seq >= self._tail_floor:
             # Everything from `seq` to the newest is loaded, and the session's count covers
@@ -212,6 +227,11 @@ class ListHistory(_Reads):
 
     def chronological(self) -> list[Message]:
         return self._remember(self._messages)
+
+    def between(self, first: int, last: int) -> list[Message]:
+        low = bisect_left(self._messages, first, key=lambda message: message.seq)
+        high = bisect_left(self._messages, last + 1, key=lambda message: message.seq)
+        return self._remember(self._messages[low:high])
 
     def count_before(self, seq: int) -> int:
         return bisect_left(self._messages, seq, key=lambda message: message.seq)

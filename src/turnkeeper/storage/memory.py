@@ -26,6 +26,7 @@ from turnkeeper.errors import Conflict, NotFound, SessionNotFound
 from turnkeeper.storage.appends import plan_append
 from turnkeeper.storage.base import check_fork, project_stats, session_stats
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
+from turnkeeper.storage.search import words_of
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
@@ -78,6 +79,20 @@ class _Log:
     """By seq."""
     attempts: dict[str, TurnAttempt] = field(default_factory=dict)
     """By turn id."""
+    words: dict[str, list[int]] = field(default_factory=dict)
+    """The word index (`messages_with_words`): each word's seqs, oldest first. Brought up to
+    date at a query by indexing the messages above `indexed_to` (appends only add seqs above
+    it); anything else that changes the messages (`recompute_totals`) empties it."""
+    indexed_to: int = 0
+
+    def index_words(self) -> dict[str, list[int]]:
+        """The word index, with every message indexed."""
+        for seq in range(self.indexed_to + 1, self.session.last_seq + 1):
+            message = self.messages.get(seq)
+            for word in dict.fromkeys(words_of(message.content)) if message else ():
+                self.words.setdefault(word, []).append(seq)
+        self.indexed_to = max(self.indexed_to, self.session.last_seq)
+        return self.words
 
     def bump(self, **changes: Any) -> Session:
         """Replace the session with `changes` applied and its version moved on."""
@@ -87,6 +102,7 @@ class _Log:
         return self.session
 
     def recompute_totals(self, now: datetime) -> Session:
+        self.words, self.indexed_to = {}, 0
         messages = self.messages.values()
         return self.bump(
             message_count=len(self.messages),
@@ -373,6 +389,15 @@ class InMemoryStore:
                     log.agents[agent] = dataclasses.replace(state, last_processed_seq=seq - 1)
             log.recompute_totals(_utc(now))
             return _copy(deleted)
+
+    def messages_with_words(
+        self, session_id: str, words: Sequence[str], *, limit: int
+    ) -> dict[str, list[int]]:
+        with self._lock:
+            log = self._logs.get(session_id)
+            index = log.index_words() if log is not None else {}
+            found = {word: index.get(word, []) for word in words}
+            return {word: seqs[max(0, len(seqs) - limit) :][::-1] for word, seqs in found.items()}
 
     # -- agent states -----------------------------------------------------------------------
 

@@ -374,17 +374,10 @@ class SQLStore:
     # -- messages ---------------------------------------------------------------------------
 
     def append_messages(
-        self,
-        session_id: str,
-        drafts: Sequence[MessageDraft],
-        *,
-        expected_last_seq: int | None = None,
-        now: datetime,
+        self, session_id: str, drafts: Sequence[MessageDraft], **options: Any
     ) -> list[Message]:
-        stored, _ = self.append_messages_versioned(
-            session_id, drafts, expected_last_seq=expected_last_seq, now=now
-        )
-        return stored
+        """`append_messages_versioned` without the version (the contract's append)."""
+        return self.append_messages_versioned(session_id, drafts, **options)[0]
 
     def append_messages_versioned(
         self,

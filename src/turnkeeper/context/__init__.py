@@ -1,7 +1,7 @@
 """Context building: what the model sees of a conversation, under a token budget.
 
 The store keeps every turn; this package only shapes what is sent. `ContextBuilder` runs a
-strategy (`strategies`: an object per strategy, registered by name) over a lazily read
+strategy (`strategies`: an object per strategy; `registry`: registered by name) over a lazily read
 `History` and returns a `ContextWindow` with its report; `to_openai` and `to_anthropic` put the
 window in each API's shape.
 """
@@ -9,13 +9,13 @@ window in each API's shape.
 from turnkeeper.context.builder import ContextBuilder, EventLogger
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.context.history import History, ListHistory, StoreHistory
+from turnkeeper.context.registry import Strategies
 from turnkeeper.context.selection import Selection
 from turnkeeper.context.strategies import (
     Build,
     Full,
     Recent,
     SlidingWindow,
-    Strategies,
     Strategy,
     Summarize,
     Truncate,

@@ -15,9 +15,10 @@ from turnkeeper import metrics
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
+from turnkeeper.context.registry import Strategies
 from turnkeeper.context.retrieval import Retriever
 from turnkeeper.context.selection import Selection
-from turnkeeper.context.strategies import Build, Strategies, Strategy
+from turnkeeper.context.strategies import Build, Strategy
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
 from turnkeeper.context.units import Turns
 from turnkeeper.errors import InvalidInput

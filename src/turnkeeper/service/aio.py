@@ -38,7 +38,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from turnkeeper.apikeys import ApiKeys
 from turnkeeper.config import Settings
-from turnkeeper.context.strategies import Strategies
+from turnkeeper.context.registry import Strategies
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.core import MAX_PAGE, Through
 from turnkeeper.service.facade import Turnkeeper

@@ -28,7 +28,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from turnkeeper.apikeys import ApiKeys
 from turnkeeper.config import Settings
-from turnkeeper.context.strategies import Strategies
+from turnkeeper.context.registry import Strategies
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.service.agents import Agents
 from turnkeeper.service.branches import Branches

@@ -18,8 +18,9 @@ from turnkeeper import telemetry
 from turnkeeper.cache.windows import Rendered, WindowCache
 from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
+from turnkeeper.context.registry import Strategies
 from turnkeeper.context.retrieval import FullTextRetriever
-from turnkeeper.context.strategies import Strategies, Strategy
+from turnkeeper.context.strategies import Strategy
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import AgentPositions, Core, SessionRef, agent_name, refuse_expired
 from turnkeeper.service.messages import Messages

@@ -290,3 +290,15 @@ def wrap_row(keys: MasterKeys, data_key: DataKey) -> Row:
 def unwrap_row(keys: MasterKeys, row: Row) -> DataKey:
     owner, key_id, wrapped = row
     return DataKey(owner, keys.unwrap(key_id, base64.b64decode(wrapped), owner))
+
+
+def rewrap(keys: MasterKeys, store: KeyStore) -> int:
+    """Wrap every data key not wrapped by the current master key with it (a rotation's last
+    step: afterwards the old master key can leave `encryption_key`). Returns how many were
+    rewrapped; the data itself is not touched."""
+    count = 0
+    for session_id, row in store.rows():
+        if row[1] != keys.current:
+            store.replace(session_id, wrap_row(keys, unwrap_row(keys, row)))
+            count += 1
+    return count

@@ -230,7 +230,7 @@ def test_a_database_with_encrypted_sessions_does_not_open_without_its_key(tmp_pa
     url = _sqlite_url(tmp_path)
     with turnkeeper.open(url, encryption_key=KEY) as tk:
         tk.append(tk.create_session(key="s"), "user", "secret")
-    with pytest.raises(InvalidConfig, match="encryption_key.*encrypted at rest"):
+    with pytest.raises(InvalidConfig, match=r"encryption_key.*encrypted at rest"):
         turnkeeper.open(url)
     with pytest.raises(InvalidConfig, match="key_store is set but no encryption_key"):
         turnkeeper.open(url, key_store=_sqlite_url(tmp_path, "enc.db.keys"))

@@ -40,8 +40,12 @@ class EncryptionContract:
         self, store: FullStore, at_rest: Callable[[], bytes]
     ) -> None:
         session = store.create_session(new_session(key="canary"), now=NOW)
-        call = {"id": "call-1", "type": "function"}
-        call["function"] = {"name": "lookup", "arguments": f'{{"q": "{CANARIES["arguments"]}"}}'}
+        arguments = f'{{"q": "{CANARIES["arguments"]}"}}'
+        call: dict[str, object] = {
+            "id": "call-1",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": arguments},
+        }
         store.append_messages(
             session.id,
             [

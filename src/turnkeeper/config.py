@@ -211,7 +211,7 @@ class Settings(BaseSettings):
         repr=False,
         description="Encrypt what users wrote at rest (docs/privacy.md): master keys as "
         "`id:base64key`, comma-separated (each key 32 random bytes, e.g. from `turnkeeper "
-        "keys generate`). The first wraps new sessions' data keys; the others still read the "
+        "encryption generate-key`). The first wraps new sessions' data keys; the others still read the "
         "sessions they wrapped, so a key is rotated by putting a new one first. Unset (the "
         "default): nothing is encrypted.",
     )

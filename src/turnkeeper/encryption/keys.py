@@ -100,7 +100,7 @@ def parse_master_keys(text: str) -> MasterKeys:
             raise InvalidConfig(
                 "encryption_key",
                 f"key {index + 1} must be id:base64key (an id of letters, digits, _ . -);"
-                " make one with `turnkeeper keys generate`",
+                " make one with `turnkeeper encryption generate-key`",
             )
         if key_id in keys:
             raise InvalidConfig("encryption_key", f"key id {key_id!r} is given twice")

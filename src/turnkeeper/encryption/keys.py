@@ -43,8 +43,9 @@ __all__ = [
 ]
 
 PREFIX = "tkenc1:"
-"""How every encrypted text value starts (version 1 of the format): `tkenc1:` and the
-URL-safe base64 of the nonce (12 bytes) and the AES-GCM ciphertext with its tag."""
+"""How every encrypted text value starts (version 1 of the format): `tkenc1:` and the base64
+of the nonce (12 bytes) and the AES-GCM ciphertext with its 16-byte tag."""
+_PREFIX_LENGTH = len(PREFIX)
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -123,40 +124,52 @@ def _decode_key(key_id: str, encoded: str) -> bytes:
     return raw
 
 
-@dataclass(frozen=True)
 class DataKey:
-    """One session's keys: `cipher_key` encrypts its values, `nonce_key` derives their nonces;
-    `owner` is the session the key was made for (a branch reads its source's copied values
-    with a copy of the source's key, so values stay bound to the session that wrote them)."""
+    """One session's keys: the first half of `material` encrypts its values, the second
+    derives their nonces; `owner` is the session the key was made for (a branch reads its
+    source's copied values with a copy of the source's key, so values stay bound to the
+    session that wrote them)."""
 
-    owner: str
-    material: bytes = field(repr=False)
+    __slots__ = ("_aads", "_aead", "_nonce_key", "material", "owner")
+
+    def __init__(self, owner: str, material: bytes) -> None:
+        self.owner = owner
+        self.material = material
+        self._aead = AESGCM(material[:KEY_BYTES])
+        self._nonce_key = material[KEY_BYTES:]
+        self._aads: dict[str, bytes] = {}
+
+    def __repr__(self) -> str:
+        return f"DataKey(owner={self.owner!r})"
 
     @staticmethod
     def new(owner: str) -> DataKey:
         return DataKey(owner, os.urandom(2 * KEY_BYTES))
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_aead", AESGCM(self.material[:KEY_BYTES]))
+    def _aad(self, purpose: str) -> bytes:
+        """The associated data of a value of field `purpose`: this key's session and the field
+        (a value moved to another field or session does not decrypt)."""
+        aad = self._aads.get(purpose)
+        if aad is None:
+            aad = self._aads[purpose] = f"{self.owner}\x00{purpose}".encode()
+        return aad
 
     def encrypt(self, text: str, purpose: str) -> str:
         """`text` as a stored value of field `purpose` (see the module docstring)."""
         data = text.encode()
-        aad = f"{self.owner}\x00{purpose}".encode()
-        nonce = hmac.digest(self.material[KEY_BYTES:], aad + b"\x00" + data, hashlib.sha256)
-        nonce = nonce[:NONCE_BYTES]
-        sealed = self._aead.encrypt(nonce, data, aad)  # type: ignore[attr-defined]
-        return PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode()
+        aad = self._aad(purpose)
+        nonce = hmac.digest(self._nonce_key, aad + b"\x00" + data, hashlib.sha256)
+        sealed = self._aead.encrypt(nonce[:NONCE_BYTES], data, aad)
+        return PREFIX + binascii.b2a_base64(nonce[:NONCE_BYTES] + sealed, newline=False).decode()
 
     def decrypt(self, value: str, purpose: str) -> str:
         """The text `encrypt` sealed; `KeyUnavailable` when this key did not seal it."""
-        raw = base64.urlsafe_b64decode(value[len(PREFIX) :])
-        aad = f"{self.owner}\x00{purpose}".encode()
         try:
-            data: bytes = self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], aad)  # type: ignore[attr-defined]
-        except InvalidTag:
+            raw = binascii.a2b_base64(value[_PREFIX_LENGTH:])
+            data = self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], self._aad(purpose))
+        except (InvalidTag, binascii.Error, ValueError):
             raise KeyUnavailable(
-                f"a stored {purpose} does not decrypt with its session's data key (written"
-                " under another key store, or changed at rest)"
+                f"a stored {purpose} of session {self.owner} does not decrypt with its data key"
+                " (written under another key store, or changed at rest)"
             ) from None
         return data.decode()

@@ -156,25 +156,37 @@ def seal_message(key: DataKey, message: Message) -> Message:
 
 
 def open_message(keys: SessionKeys, message: Message) -> Message:
-    """`message` as it was written: its sealed fields opened (a clear one is left as it is)."""
-    sealed_metadata = _sealed_json(message.metadata)
+    """`message` as it was written: its sealed fields opened (a clear one is left as it is).
+
+    Built field by field rather than by `dataclasses.replace`, which costs as much as the
+    decryption itself: this runs for every message of every window built."""
+    content, metadata, tool_calls = message.content, message.metadata, message.tool_calls
+    sealed_metadata = _sealed_json(metadata) if metadata else None
     sealed_calls = (
-        _sealed_json(message.tool_calls[0])
-        if message.tool_calls is not None and len(message.tool_calls) == 1
-        else None
+        _sealed_json(tool_calls[0]) if tool_calls is not None and len(tool_calls) == 1 else None
     )
-    if not message.content.startswith(PREFIX) and sealed_metadata is None and sealed_calls is None:
+    sealed_content = content.startswith(PREFIX)
+    if not sealed_content and sealed_metadata is None and sealed_calls is None:
         return message
     key = keys.for_read(message.session_id)
-    return dataclasses.replace(
-        message,
-        content=_open_text(keys, message.session_id, message.content, "content"),
-        metadata=message.metadata
-        if sealed_metadata is None
-        else jsonenc.loads(key.decrypt(sealed_metadata, "metadata")),
-        tool_calls=message.tool_calls
+    return Message(
+        message.id,
+        message.session_id,
+        message.seq,
+        message.role,
+        key.decrypt(content, "content") if sealed_content else content,
+        message.created_at,
+        message.tokens,
+        message.author,
+        message.internal,
+        message.usage,
+        tool_calls
         if sealed_calls is None
         else tuple(jsonenc.loads(key.decrypt(sealed_calls, "tool_calls"))),
+        message.tool_call_id,
+        metadata
+        if sealed_metadata is None
+        else jsonenc.loads(key.decrypt(sealed_metadata, "metadata")),
     )
 
 

@@ -312,3 +312,26 @@ def test_a_key_store_in_postgresql(postgres_url: str) -> None:
         store.delete_session(session_id)
         assert store.keys.store.find(session_id) is None
         store.close()
+
+
+# -- through the HTTP service --------------------------------------------------------------------
+
+
+def test_the_http_service_encrypts_and_refuses_search(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from turnkeeper.server.app import create_app
+
+    settings = load_settings(
+        database_url=_sqlite_url(tmp_path), encryption_key=KEY, auth=False, lru_size=100
+    )
+    with TestClient(create_app(settings, sweep=False), base_url="http://127.0.0.1") as client:
+        client.post("/v1/sessions", json={"key": "web"}).raise_for_status()
+        sent = {"role": "user", "content": CANARIES["content"], "metadata": {"m": "CANARY-web"}}
+        client.post("/v1/sessions/web/messages", json=sent).raise_for_status()
+        listed = client.get("/v1/sessions/web/messages").json()
+        refused = client.get("/v1/search", params={"q": "canary"})
+    assert CANARIES["content"] in str(listed) and "CANARY-web" in str(listed)
+    assert refused.status_code == 501 and "encryption_key" in refused.text
+    stored = _sqlite_files(tmp_path / "enc.db")
+    assert CANARIES["content"].encode() not in stored and b"CANARY-web" not in stored

@@ -335,3 +335,53 @@ def test_the_http_service_encrypts_and_refuses_search(tmp_path: Path) -> None:
     assert refused.status_code == 501 and "encryption_key" in refused.text
     stored = _sqlite_files(tmp_path / "enc.db")
     assert CANARIES["content"].encode() not in stored and b"CANARY-web" not in stored
+
+
+def test_sealing_keeps_every_other_field_of_a_draft_and_a_message() -> None:
+    """`seal_draft` and `open_message` build their values field by field: a field added to
+    `MessageDraft` or `Message` and not carried over fails here."""
+    import dataclasses
+
+    from turnkeeper.encryption.keys import DataKey, parse_master_keys
+    from turnkeeper.encryption.keystore import MemoryKeyStore
+    from turnkeeper.encryption.store import SessionKeys, open_message, seal_draft
+    from turnkeeper.types import Message, Role, Usage
+
+    keys = SessionKeys(parse_master_keys(KEY), MemoryKeyStore())
+    key: DataKey = keys.for_write("s-1")
+    full = draft(
+        "words",
+        role=Role.ASSISTANT,
+        author="bot",
+        internal=True,
+        usage=Usage(1, 2, 3, 4),
+        tool_calls=({"id": "c", "function": {"name": "f", "arguments": "{}"}},),
+        tool_call_id="t",
+        metadata={"a": [1, 2]},
+        trace='{"t": 1}',
+    )
+    unset = [name for name, value in vars_of(full).items() if value in (None, False, {})]
+    assert unset == [], "set every field, so that each one is checked"
+    sealed = seal_draft(key, full)
+    clear = {"content", "metadata", "tool_calls", "trace"}
+    for field in dataclasses.fields(full):
+        same = getattr(sealed, field.name) == getattr(full, field.name)
+        assert same is (field.name not in clear), field.name
+    stored = Message(
+        session_id="s-1",
+        seq=1,
+        **{
+            f.name: getattr(sealed, f.name) for f in dataclasses.fields(sealed) if f.name != "trace"
+        },
+    )
+    fresh = SessionKeys(keys.master, keys.store)  # nothing remembered: decrypts for real
+    opened = open_message(fresh, stored)
+    for field in dataclasses.fields(opened):
+        expected = getattr(full, field.name, getattr(stored, field.name))
+        assert getattr(opened, field.name) == expected, field.name
+
+
+def vars_of(value: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}

@@ -130,7 +130,10 @@ class DataKey:
     source's copied values with a copy of the source's key, so values stay bound to the
     session that wrote them)."""
 
-    __slots__ = ("_aads", "_aead", "_nonce_key", "material", "owner")
+    __slots__ = ("_aads", "_aead", "_nonce_key", "_opened", "_opened_chars", "material", "owner")
+
+    OPENED_CHARS = 256 * 1024
+    """Most characters of plaintext a key remembers (see `decrypt`)."""
 
     def __init__(self, owner: str, material: bytes) -> None:
         self.owner = owner
@@ -138,6 +141,8 @@ class DataKey:
         self._aead = AESGCM(material[:KEY_BYTES])
         self._nonce_key = material[KEY_BYTES:]
         self._aads: dict[str, bytes] = {}
+        self._opened: dict[str, str] = {}
+        self._opened_chars = 0
 
     def __repr__(self) -> str:
         return f"DataKey(owner={self.owner!r})"
@@ -160,10 +165,23 @@ class DataKey:
         aad = self._aad(purpose)
         nonce = hmac.digest(self._nonce_key, aad + b"\x00" + data, hashlib.sha256)
         sealed = self._aead.encrypt(nonce[:NONCE_BYTES], data, aad)
-        return PREFIX + binascii.b2a_base64(nonce[:NONCE_BYTES] + sealed, newline=False).decode()
+        value = PREFIX + binascii.b2a_base64(nonce[:NONCE_BYTES] + sealed, newline=False).decode()
+        self._remember(value, text)
+        return value
 
     def decrypt(self, value: str, purpose: str) -> str:
-        """The text `encrypt` sealed; `KeyUnavailable` when this key did not seal it."""
+        """The text `encrypt` sealed; `KeyUnavailable` when this key did not seal it.
+
+        The values this key sealed or opened lately are remembered (up to `OPENED_CHARS`),
+        as the process's window memo remembers windows: a chat turn builds its window from
+        the messages the last turn's window opened, and opening them again was most of what
+        encryption added to a build (bench/results/encryption.md). The stored value is the
+        memo's key — the same session, field and text, so the same text. It lives as long as
+        the key does in this process's memory (docs/privacy.md: a running process holds its
+        keys), and goes with it when the session is deleted."""
+        known = self._opened.get(value)
+        if known is not None:
+            return known
         try:
             raw = binascii.a2b_base64(value[_PREFIX_LENGTH:])
             data = self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], self._aad(purpose))
@@ -172,4 +190,15 @@ class DataKey:
                 f"a stored {purpose} of session {self.owner} does not decrypt with its data key"
                 " (written under another key store, or changed at rest)"
             ) from None
-        return data.decode()
+        text = data.decode()
+        self._remember(value, text)
+        return text
+
+    def _remember(self, value: str, text: str) -> None:
+        if self._opened_chars + len(text) > self.OPENED_CHARS:
+            self._opened.clear()
+            self._opened_chars = 0
+            if len(text) > self.OPENED_CHARS:
+                return
+        self._opened[value] = text
+        self._opened_chars += len(text)

@@ -51,6 +51,9 @@ class SessionKeys:
     """The data keys of sessions, unwrapped once per process and kept in memory (a running
     process holds the keys it uses: docs/privacy.md)."""
 
+    HELD = 1024
+    """Most sessions whose keys one process keeps unwrapped."""
+
     def __init__(self, master: MasterKeys, store: KeyStore) -> None:
         self.master = master
         self.store = store
@@ -98,9 +101,12 @@ class SessionKeys:
         self.store.delete(session_ids)
 
     def _remember(self, session_id: str, key: DataKey) -> DataKey:
+        """Keep the key (and what it opens) for the `HELD` sessions used last; an older one
+        is read from the key store again when needed (one primary-key read and an unwrap)."""
         with self._lock:
-            if len(self._open) >= 100_000:
-                self._open.clear()
+            self._open.pop(session_id, None)
+            while len(self._open) >= self.HELD:
+                self._open.pop(next(iter(self._open)))
             self._open[session_id] = key
         return key
 
@@ -131,14 +137,22 @@ def _sealed_json(value: Any) -> str | None:
 
 
 def seal_draft(key: DataKey, draft: MessageDraft) -> MessageDraft:
-    """`draft` with its content, metadata, tool calls and trace sealed."""
-    return dataclasses.replace(
-        draft,
+    """`draft` with its content, metadata, tool calls and trace sealed (built field by field:
+    `dataclasses.replace` would cost about what sealing does)."""
+    return MessageDraft(
+        id=draft.id,
+        role=draft.role,
         content=_seal_text(key, draft.content, "content"),
-        metadata=_seal_json(key, dict(draft.metadata), "metadata") if draft.metadata else {},
+        tokens=draft.tokens,
+        created_at=draft.created_at,
+        author=draft.author,
+        internal=draft.internal,
+        usage=draft.usage,
         tool_calls=None
         if draft.tool_calls is None
         else (_seal_json(key, list(draft.tool_calls), "tool_calls"),),
+        tool_call_id=draft.tool_call_id,
+        metadata=_seal_json(key, dict(draft.metadata), "metadata") if draft.metadata else {},
         trace=None if draft.trace is None else _seal_text(key, draft.trace, "trace"),
     )
 
@@ -170,21 +184,21 @@ def open_message(keys: SessionKeys, message: Message) -> Message:
         return message
     key = keys.for_read(message.session_id)
     return Message(
-        message.id,
-        message.session_id,
-        message.seq,
-        message.role,
-        key.decrypt(content, "content") if sealed_content else content,
-        message.created_at,
-        message.tokens,
-        message.author,
-        message.internal,
-        message.usage,
-        tool_calls
+        id=message.id,
+        session_id=message.session_id,
+        seq=message.seq,
+        role=message.role,
+        content=key.decrypt(content, "content") if sealed_content else content,
+        created_at=message.created_at,
+        tokens=message.tokens,
+        author=message.author,
+        internal=message.internal,
+        usage=message.usage,
+        tool_calls=tool_calls
         if sealed_calls is None
         else tuple(jsonenc.loads(key.decrypt(sealed_calls, "tool_calls"))),
-        message.tool_call_id,
-        metadata
+        tool_call_id=message.tool_call_id,
+        metadata=metadata
         if sealed_metadata is None
         else jsonenc.loads(key.decrypt(sealed_metadata, "metadata")),
     )

@@ -385,3 +385,45 @@ def vars_of(value: Any) -> dict[str, Any]:
     import dataclasses
 
     return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
+def test_a_postgres_dump_taken_before_a_delete_cannot_yield_the_deleted_session(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The same on PostgreSQL: a `pg_dump` of the schema taken before the delete, restored into
+    a schema of its own, opened with the current key store."""
+    import psycopg
+
+    settings = load_settings(encryption_key=KEY, key_store=_sqlite_url(tmp_path, "keys.db"))
+    store = open_store(postgres_url, settings)
+    gone = _write_canaries(store, key="gone")
+    kept = _write_canaries(store, key="kept")
+    schema = re.search(r"tk_[0-9a-f]{16}", postgres_url)
+    assert schema is not None
+    dump = subprocess.run(
+        ["pg_dump", "--no-owner", f"--schema={schema.group()}", POSTGRES_URL],
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout
+    store.delete_session(gone)
+    store.close()
+    with postgres_schema(POSTGRES_URL) as copy_url:
+        copy = re.search(r"tk_[0-9a-f]{16}", copy_url)
+        assert copy is not None
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {copy.group()}")  # the dump makes it
+        subprocess.run(
+            ["psql", "-q", "-v", "ON_ERROR_STOP=1", POSTGRES_URL],
+            input=dump.replace(schema.group(), copy.group()),
+            capture_output=True,
+            check=True,
+            text=True,
+        )
+        restored = open_store(copy_url, settings)
+        try:
+            assert restored.read_messages(kept)[0].content == CANARIES["content"]
+            with pytest.raises(KeyUnavailable, match="deleted"):
+                restored.read_messages(gone)
+        finally:
+            restored.close()

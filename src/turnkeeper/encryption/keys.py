@@ -11,12 +11,13 @@ field), it runs in hardware on every current CPU, and its ciphertext is the plai
 bytes, where Fernet adds a 57-byte header and pads to 16 bytes, then base64-encodes twice over
 in a text column.
 
-Stored values are encrypted *deterministically*: the nonce is an HMAC of the value under the
+Stored values are encrypted *deterministically*: the nonce is a keyed BLAKE2b hash (a PRF, as
+an HMAC is, at half an HMAC-SHA256's cost) of the field and the value under the
 session's own second key (a synthetic IV, as AES-SIV builds it). The same value in the same
 session and field is the same ciphertext, so a retried append compares equal to what it
 stored (idempotency needs no decryption in the backend) — at the price that two equal values of
 one session can be seen to be equal (docs/privacy.md). Different values never share a nonce
-(short of a 96-bit HMAC collision), which is what AES-GCM needs.
+(short of a 96-bit hash collision), which is what AES-GCM needs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import hmac
 import os
 import re
 from dataclasses import dataclass, field
@@ -163,9 +163,11 @@ class DataKey:
         """`text` as a stored value of field `purpose` (see the module docstring)."""
         data = text.encode()
         aad = self._aad(purpose)
-        nonce = hmac.digest(self._nonce_key, aad + b"\x00" + data, hashlib.sha256)
-        sealed = self._aead.encrypt(nonce[:NONCE_BYTES], data, aad)
-        value = PREFIX + binascii.b2a_base64(nonce[:NONCE_BYTES] + sealed, newline=False).decode()
+        nonce = hashlib.blake2b(
+            aad + b"\x00" + data, key=self._nonce_key, digest_size=NONCE_BYTES
+        ).digest()
+        sealed = self._aead.encrypt(nonce, data, aad)
+        value = PREFIX + binascii.b2a_base64(nonce + sealed, newline=False).decode()
         self._remember(value, text)
         return value
 

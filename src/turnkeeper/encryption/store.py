@@ -204,6 +204,27 @@ def open_message(keys: SessionKeys, message: Message) -> Message:
     )
 
 
+def _as_written(stored: Message, plain: MessageDraft) -> Message:
+    """A message just stored (or found stored: its sealed values are the draft's, or the store
+    would have refused it) with the draft's own content, metadata and tool calls: what opening
+    it would give, without decrypting and parsing again."""
+    return Message(
+        id=stored.id,
+        session_id=stored.session_id,
+        seq=stored.seq,
+        role=stored.role,
+        content=plain.content,
+        created_at=stored.created_at,
+        tokens=stored.tokens,
+        author=stored.author,
+        internal=stored.internal,
+        usage=stored.usage,
+        tool_calls=plain.tool_calls,
+        tool_call_id=stored.tool_call_id,
+        metadata=dict(plain.metadata),
+    )
+
+
 # -- the store ----------------------------------------------------------------------------------
 
 
@@ -295,7 +316,12 @@ class EncryptedStore:
         except SessionNotFound:  # no session: the key made for it has nothing to seal
             self.keys.destroy([session_id])
             raise
-        return self._open_all(stored)
+        return [
+            _as_written(message, plain)
+            if message.content == sealed_draft.content
+            else open_message(self.keys, message)
+            for message, plain, sealed_draft in zip(stored, drafts, sealed, strict=True)
+        ]
 
     def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
         found = self.inner.find_messages(session_id, ids)

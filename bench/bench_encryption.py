@@ -3,13 +3,13 @@ on, in the same run, interleaved round by round so the shared machine's noise fa
 
     .venv/bin/python bench/bench_encryption.py [--quick] [--postgres]
 
-Each round, for each mode (off, on) on a fresh database of its own: `--sessions` sessions
-each get `--turns` turns (a user message with metadata, then an assistant reply with a tool
-call, its result and a final answer), one `tk.append` per message (timed: "append"); after each
-turn the next window of the session is built (timed: "build after append": what a chat turn
-does, the pages read from the store since the append moved the version); then each session's
-window is built again by a second service on the same database (timed: "build, other
-process's view": no window memo, the page cache cold). Search runs a word query over the
+Each round, each mode (off, on) has a fresh database of its own, and the two run side by
+side, turn by turn (which goes first alternates): `--sessions` sessions each get `--turns`
+turns (a user message with metadata, then an assistant reply with a tool call, its result and
+a final answer), one `tk.append` per message (timed: "append"); after each turn the session's
+next window is built (timed: "build": what a chat turn does; the append moved the version, so
+the pages come from the store). Then a second service on each database builds every session's
+window once (timed: "cold build": another process's first look, nothing in its memory). Search runs a word query over the
 project (timed; with encryption on it is refused, see docs/privacy.md). SQLite by default;
 `--postgres` runs PostgreSQL with Redis as well. Results to bench/results/encryption.md.
 """
@@ -74,35 +74,62 @@ def _timed(samples: list[float], action: Callable[[], Any]) -> Any:
     return result
 
 
-def _run_mode(url: str, extra: dict[str, Any], sessions: int, turns: int) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {"append": [], "build": [], "cold build": [], "search": []}
-    arguments = '{"city": "Lisbon", "max": 150}'
-    call = {
-        "id": "c1",
-        "type": "function",
-        "function": {"name": "find_hotels", "arguments": arguments},
+Samples = dict[str, dict[str, list[float]]]
+"""Per mode (off, on), per operation, the seconds of each call."""
+
+_CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "find_hotels", "arguments": '{"city": "Lisbon", "max": 150}'},
+}
+
+
+def _turn(turn: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """One turn's messages: a user message with metadata, a tool call, its result, a reply."""
+    return [
+        ("user", USER, {"metadata": {"channel": "web", "turn": turn}}),
+        ("assistant", "", {"tool_calls": [_CALL]}),
+        ("tool", '{"hotels": ["Memmo Alfama", "Lumiares"]}', {"tool_call_id": "c1"}),
+        ("assistant", REPLY, {}),
+    ]
+
+
+def _run_round(modes: dict[str, tuple[str, dict[str, Any]]], sessions: int, turns: int) -> Samples:
+    """Both modes side by side, turn by turn (which goes first alternates), so a burst of load
+    on the shared machine falls on both."""
+    samples: Samples = {
+        mode: {"append": [], "build": [], "cold build": [], "search": []} for mode in modes
     }
-    keys = [f"trip-{i}" for i in range(sessions)]
-    with turnkeeper.open(url, **extra) as tk:
-        for key in keys:
-            session, _ = tk.get_or_create_session(key)
+    order = list(modes)
+    services = {mode: turnkeeper.open(url, **extra) for mode, (url, extra) in modes.items()}
+    try:
+        for index in range(sessions):
+            for tk in services.values():
+                tk.get_or_create_session(f"trip-{index}")
             for turn in range(turns):
-                for role, text, fields in (
-                    ("user", USER, {"metadata": {"channel": "web", "turn": turn}}),
-                    ("assistant", "", {"tool_calls": [call]}),
-                    ("tool", '{"hotels": ["Memmo Alfama", "Lumiares"]}', {"tool_call_id": "c1"}),
-                    ("assistant", REPLY, {}),
-                ):
-                    _timed(samples["append"], lambda: tk.append(session, role, text, **fields))  # noqa: B023
-                _timed(samples["build"], lambda: tk.context(session, budget_tokens=4000))  # noqa: B023
-    with turnkeeper.open(url, **extra) as other:
-        for key in keys:
-            _timed(samples["cold build"], lambda: other.context(key, budget_tokens=4000))  # noqa: B023
-        for _ in range(20):
-            try:
-                _timed(samples["search"], lambda: other.search("Lisbon"))
-            except Unsupported:
-                samples["search"].append(float("nan"))
+                order.reverse()
+                for mode in order:
+                    tk, own = services[mode], samples[mode]
+                    for role, text, fields in _turn(turn):
+                        _timed(
+                            own["append"], lambda: tk.append(f"trip-{index}", role, text, **fields)
+                        )  # noqa: B023
+                    _timed(own["build"], lambda: tk.context(f"trip-{index}", budget_tokens=4000))  # noqa: B023
+    finally:
+        for tk in services.values():
+            tk.close()
+    for mode, (url, extra) in modes.items():  # another process's first look: nothing in memory
+        with turnkeeper.open(url, **extra) as other:
+            for index in range(sessions):
+                _timed(
+                    samples[mode]["cold build"],
+                    lambda: other.context(f"trip-{index}", budget_tokens=4000),
+                )  # noqa: B023
+            for _ in range(20):
+                try:
+                    _timed(samples[mode]["search"], lambda: other.search("Lisbon"))
+                except Unsupported:
+                    samples[mode]["search"].append(float("nan"))
     return samples
 
 
@@ -126,8 +153,9 @@ def main() -> None:
         totals: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
         with tempfile.TemporaryDirectory() as tmp:
             for round_ in range(rounds):
-                for mode, (url, extra) in _modes(Path(tmp), postgres, round_).items():
-                    for name, values in _run_mode(url, extra, sessions, turns).items():
+                modes = _modes(Path(tmp), postgres, round_)
+                for mode, by_name in _run_round(modes, sessions, turns).items():
+                    for name, values in by_name.items():
                         totals[mode].setdefault(name, []).extend(values)
         backend = "PostgreSQL + Redis" if postgres else "SQLite"
         lines += [*_table(totals, backend, rounds, sessions, turns), ""]

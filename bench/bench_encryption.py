@@ -67,9 +67,9 @@ def _fresh_postgres_schema(name: str) -> str:
     return f"{POSTGRES_URL}?options=-csearch_path%3D{name}"
 
 
-def _timed(samples: list[float], action: Callable[[], Any]) -> Any:
+def _timed(samples: list[float], action: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     start = time.perf_counter()
-    result = action()
+    result = action(*args, **kwargs)
     samples.append(time.perf_counter() - start)
     return result
 
@@ -111,10 +111,8 @@ def _run_round(modes: dict[str, tuple[str, dict[str, Any]]], sessions: int, turn
                 for mode in order:
                     tk, own = services[mode], samples[mode]
                     for role, text, fields in _turn(turn):
-                        _timed(
-                            own["append"], lambda: tk.append(f"trip-{index}", role, text, **fields)
-                        )  # noqa: B023
-                    _timed(own["build"], lambda: tk.context(f"trip-{index}", budget_tokens=4000))  # noqa: B023
+                        _timed(own["append"], tk.append, f"trip-{index}", role, text, **fields)
+                    _timed(own["build"], tk.context, f"trip-{index}", budget_tokens=4000)
     finally:
         for tk in services.values():
             tk.close()
@@ -122,12 +120,11 @@ def _run_round(modes: dict[str, tuple[str, dict[str, Any]]], sessions: int, turn
         with turnkeeper.open(url, **extra) as other:
             for index in range(sessions):
                 _timed(
-                    samples[mode]["cold build"],
-                    lambda: other.context(f"trip-{index}", budget_tokens=4000),
-                )  # noqa: B023
+                    samples[mode]["cold build"], other.context, f"trip-{index}", budget_tokens=4000
+                )
             for _ in range(20):
                 try:
-                    _timed(samples[mode]["search"], lambda: other.search("Lisbon"))
+                    _timed(samples[mode]["search"], other.search, "Lisbon")
                 except Unsupported:
                     samples[mode]["search"].append(float("nan"))
     return samples

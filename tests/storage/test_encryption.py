@@ -427,3 +427,28 @@ def test_a_postgres_dump_taken_before_a_delete_cannot_yield_the_deleted_session(
                 restored.read_messages(gone)
         finally:
             restored.close()
+
+
+def test_the_cli_generates_a_key_and_rewraps(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from turnkeeper.cli import app
+    from turnkeeper.encryption.keys import parse_master_keys
+
+    made = CliRunner().invoke(app, ["encryption", "generate-key", "--id", "k2", "--json"])
+    assert made.exit_code == 0, made.output
+    new_key = json.loads(made.stdout)["encryption_key"]
+    assert parse_master_keys(new_key).current == "k2"
+    url = _sqlite_url(tmp_path)
+    with turnkeeper.open(url, encryption_key=KEY) as tk:
+        tk.append(tk.create_session(key="s"), "user", "kept through a rotation")
+    env = {"TURNKEEPER_ENCRYPTION_KEY": f"{new_key},{KEY}"}
+    done = CliRunner(env=env).invoke(app, ["encryption", "rewrap", "--db", url, "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout) == {"rewrapped": 1, "master_key_id": "k2"}
+    with turnkeeper.open(url, encryption_key=new_key) as tk:
+        assert [m.content for m in tk.history("s")] == ["kept through a rotation"]
+    bad = CliRunner().invoke(app, ["encryption", "generate-key", "--id", "a b"])
+    assert bad.exit_code == 1 and "encryption_key" in bad.output

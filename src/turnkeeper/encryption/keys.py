@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -130,7 +131,16 @@ class DataKey:
     source's copied values with a copy of the source's key, so values stay bound to the
     session that wrote them)."""
 
-    __slots__ = ("_aads", "_aead", "_nonce_key", "_opened", "_opened_chars", "material", "owner")
+    __slots__ = (
+        "_aads",
+        "_aead",
+        "_nonce_key",
+        "_opened",
+        "_opened_chars",
+        "material",
+        "opened_rows",
+        "owner",
+    )
 
     OPENED_CHARS = 256 * 1024
     """Most characters of plaintext a key remembers (see `decrypt`)."""
@@ -143,6 +153,9 @@ class DataKey:
         self._aads: dict[str, bytes] = {}
         self._opened: dict[str, str] = {}
         self._opened_chars = 0
+        self.opened_rows: dict[int, tuple[Any, Any]] = {}
+        """Rows the store layer opened with this key lately, by seq: (as stored, as opened).
+        Kept here so they share the key's lifetime (and go when the session is deleted)."""
 
     def __repr__(self) -> str:
         return f"DataKey(owner={self.owner!r})"

@@ -51,8 +51,8 @@ class SessionKeys:
     """The data keys of sessions, unwrapped once per process and kept in memory (a running
     process holds the keys it uses: docs/privacy.md)."""
 
-    HELD = 1024
-    """Most sessions whose keys one process keeps unwrapped."""
+    HELD = 256
+    """Most sessions whose keys (and what they opened lately) one process keeps."""
 
     def __init__(self, master: MasterKeys, store: KeyStore) -> None:
         self.master = master
@@ -169,11 +169,18 @@ def seal_message(key: DataKey, message: Message) -> Message:
     )
 
 
+OPENED_ROWS = 512
+"""Most opened messages a session's key keeps (see `open_message`)."""
+
+
 def open_message(keys: SessionKeys, message: Message) -> Message:
     """`message` as it was written: its sealed fields opened (a clear one is left as it is).
 
-    Built field by field rather than by `dataclasses.replace`, which costs as much as the
-    decryption itself: this runs for every message of every window built."""
+    This runs for every message of every window built, and a chat turn's window is mostly the
+    last turn's messages read again: the opened message of a row equal to one opened lately
+    is handed out again (as the page cache hands out its messages to every reader), and a new
+    one is built field by field, not by `dataclasses.replace`, which costs as much as the
+    decryption itself."""
     content, metadata, tool_calls = message.content, message.metadata, message.tool_calls
     sealed_metadata = _sealed_json(metadata) if metadata else None
     sealed_calls = (
@@ -183,7 +190,11 @@ def open_message(keys: SessionKeys, message: Message) -> Message:
     if not sealed_content and sealed_metadata is None and sealed_calls is None:
         return message
     key = keys.for_read(message.session_id)
-    return Message(
+    held = key.opened_rows.get(message.seq)
+    if held is not None and held[0] == message:  # the same row read again: opened already
+        opened: Message = held[1]
+        return opened
+    opened = Message(
         id=message.id,
         session_id=message.session_id,
         seq=message.seq,
@@ -202,6 +213,10 @@ def open_message(keys: SessionKeys, message: Message) -> Message:
         if sealed_metadata is None
         else jsonenc.loads(key.decrypt(sealed_metadata, "metadata")),
     )
+    if len(key.opened_rows) >= OPENED_ROWS:
+        key.opened_rows.clear()
+    key.opened_rows[message.seq] = (message, opened)
+    return opened
 
 
 def _as_written(stored: Message, plain: MessageDraft) -> Message:

@@ -143,7 +143,8 @@ def main() -> None:
         "# Encryption at rest: what it costs",
         "",
         f"`.venv/bin/python bench/bench_encryption.py{' --postgres' if args.postgres else ''}`"
-        " (docs/privacy.md). Times per call; off and on interleaved round by round.",
+        " (docs/privacy.md). Times per call; off and on side by side, turn by turn, on a"
+        " shared 2-core machine: read the ratios, and expect a few percent of noise in them.",
         "",
     ]
     for postgres in (False, True) if args.postgres else (False,):
@@ -156,9 +157,27 @@ def main() -> None:
                         totals[mode].setdefault(name, []).extend(values)
         backend = "PostgreSQL + Redis" if postgres else "SQLite"
         lines += [*_table(totals, backend, rounds, sessions, turns), ""]
+    lines += NOTES
     print("\n".join(lines))
     if not args.quick:
         RESULTS.write_text("\n".join(lines))
+
+
+NOTES = [
+    "## Reading",
+    "",
+    "- **append**: sealing content, metadata and tool calls (a keyed BLAKE2b nonce and AES-GCM"
+    " each) and a larger row; the stored message handed back is the draft's own values, not"
+    " decrypted again.",
+    "- **build** (a chat turn's window, right after its append): what the last turn's window"
+    " opened is handed out again (the data key's memo of opened rows and values), so only the"
+    " new messages are decrypted.",
+    "- **cold build** (another process's first window of a session): every message of the"
+    " window is decrypted once (and its key read from the key store and unwrapped): the one"
+    " case above the 15% target; every later build of that session in that process is a build.",
+    '- **search** is refused on an encrypted store (docs/privacy.md, "Search").',
+    "",
+]
 
 
 def _table(

@@ -114,7 +114,12 @@ class TestPostgresAndRedisHoldNoPlaintext(EncryptionContract):
 
     @pytest.fixture
     def at_rest(self, postgres_url: str, redis_server: str) -> Callable[[], bytes]:
-        return lambda: _pg_dump(postgres_url) + _redis_values(redis_server)
+        def everything() -> bytes:
+            cached = _redis_values(redis_server)
+            assert b"tkenc1:" in cached, "Redis holds none of the session's pages"
+            return _pg_dump(postgres_url) + cached
+
+        return everything
 
 
 def _write_canaries(store: Any, key: str = "s") -> str:

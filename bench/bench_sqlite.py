@@ -10,7 +10,8 @@
    a sliding_window build on an open store (cache warm) against raw sqlite3 reading the newest
    rows until the budget is full — of an unchanged session (the window remembered for its
    version) and built again from cached pages (after a build for another budget).
-3. Context build (sliding_window, 8,000-token budget) on sessions of 100 … 100,000 messages,
+3. Context build (sliding_window, then relevant; 8,000-token budget) on sessions of 100 …
+   100,000 messages,
    each build from a fresh connection (a new store). The sizes take turns in rounds (one build
    of each per round, the order rotated), so every size sees the same load of a shared
    machine; medians per size, and the median of the ratios taken within each round.
@@ -205,16 +206,21 @@ def populate(path: Path, size: int) -> str:
         return session.id
 
 
-def build_once(path: Path, session_id: str) -> tuple[float, int]:
-    """One sliding_window build from a fresh connection; returns (seconds, messages loaded)."""
+FLAT_STRATEGIES = ("sliding_window", "relevant")
+"""The strategies whose build cost is measured against the session's length (`relevant` asks
+the full-text index for older turns on top of reading the tail)."""
+
+
+def build_once(path: Path, session_id: str, strategy: str) -> tuple[float, int]:
+    """One build from a fresh connection; returns (seconds, messages loaded)."""
     start = time.perf_counter()
     with turnkeeper.open(f"sqlite:///{path}") as tk:
-        window = tk.context(session_id, strategy="sliding_window", budget_tokens=8000)
+        window = tk.context(session_id, strategy=strategy, budget_tokens=8000)
     return time.perf_counter() - start, window.report.messages_loaded
 
 
 def interleaved_builds(
-    sessions: dict[int, tuple[Path, str]], rounds: int
+    sessions: dict[int, tuple[Path, str]], rounds: int, strategy: str
 ) -> tuple[dict[int, list[float]], dict[int, int], list[dict[int, float]]]:
     """`rounds` rounds of one build per size, the order rotated each round (after one round
     not counted, which warms the OS cache and the tokenizer): a load that comes and goes on a
@@ -223,7 +229,7 @@ def interleaved_builds(
     loaded, and each round's times (for ratios taken within one round)."""
     sizes = list(sessions)
     for size in sizes:
-        build_once(*sessions[size])
+        build_once(*sessions[size], strategy)
     timings: dict[int, list[float]] = {size: [] for size in sizes}
     loaded: dict[int, int] = {}
     per_round: list[dict[int, float]] = []
@@ -231,24 +237,26 @@ def interleaved_builds(
         turn = round_number % len(sizes)
         this_round: dict[int, float] = {}
         for size in sizes[turn:] + sizes[:turn]:
-            seconds, loaded[size] = build_once(*sessions[size])
+            seconds, loaded[size] = build_once(*sessions[size], strategy)
             timings[size].append(seconds)
             this_round[size] = seconds
         per_round.append(this_round)
     return timings, loaded, per_round
 
 
-def build_rows(sessions: dict[int, tuple[Path, str]], rounds: int) -> tuple[list[str], float]:
+def build_rows(
+    sessions: dict[int, tuple[Path, str]], rounds: int, strategy: str = "sliding_window"
+) -> tuple[list[str], float]:
     """The context-build table: medians per size and the ratios of the largest size to the
     smallest and to the first whose window is full (the same rows loaded: what the session's
     length alone costs). Returns the lines and the paired largest/smallest ratio."""
-    timings, loaded, per_round = interleaved_builds(sessions, rounds)
+    timings, loaded, per_round = interleaved_builds(sessions, rounds, strategy)
     sizes = list(sessions)
     largest, smallest = sizes[-1], sizes[0]
     full = next((size for size in sizes if loaded[size] < size), largest)
     medians = {size: statistics.median(values) for size, values in timings.items()}
     lines = [
-        f"### Context build (sliding_window, 8,000-token budget, fresh connection each build;"
+        f"### Context build ({strategy}, 8,000-token budget, fresh connection each build;"
         f" {rounds} rounds, sizes interleaved)",
         "",
         "| messages in session | median ms | p90 ms | messages loaded |",
@@ -290,6 +298,9 @@ def main() -> None:
         help="run one part and print it (bench/results is left as it is): build = 3.",
     )
     parser.add_argument("--rounds", type=int, help="rounds of the interleaved context builds")
+    parser.add_argument(
+        "--strategy", action="append", help="with --only build: these strategies (default: both)"
+    )
     args = parser.parse_args()
     appends = 300 if args.quick else 2000
     sizes = [100, 1000, 10_000] if args.quick else [100, 1000, 10_000, 100_000]
@@ -301,7 +312,8 @@ def main() -> None:
             sessions = {size: (Path(tmp) / f"size-{size}.db", "") for size in sizes}
             for size, (path, _) in sessions.items():
                 sessions[size] = (path, populate(path, size))
-            print("\n".join(build_rows(sessions, rounds)[0]))
+            for strategy in args.strategy or FLAT_STRATEGIES:
+                print("\n".join(build_rows(sessions, rounds, strategy)[0]) + "\n")
         return
 
     counter_for("o200k_base").count_text("load the tokenizer once per process")
@@ -348,6 +360,8 @@ def main() -> None:
             sessions[size] = (path, populate(path, size))
         build_lines, build_ratio = build_rows(sessions, rounds)
         lines += build_lines
+        for strategy in FLAT_STRATEGIES[1:]:
+            lines += ["", *build_rows(sessions, rounds, strategy)[0]]
         largest = sizes[-1]
         path, session_id = sessions[largest]
         split = open_and_warm(path, session_id, builds * 10)

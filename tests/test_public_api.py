@@ -26,8 +26,8 @@ def test_public_names_are_pinned() -> None:
             "Branch",
             # the async face
             "AsyncTurnkeeper", "open_async",
-            # custom context strategies
-            "Strategy",
+            # custom context strategies; `relevant` with a retriever of one's own
+            "Strategy", "Relevant", "Retriever",
             # the store contract's page reads (for third-party backends)
             "MessageQuery",
             # encryption at rest: a session whose data key is gone or not configured

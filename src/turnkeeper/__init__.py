@@ -22,6 +22,8 @@ from turnkeeper.assemble import open_service
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.context.conversation import ConversationContext
 from turnkeeper.context.formats import to_anthropic, to_openai
+from turnkeeper.context.relevant import Relevant
+from turnkeeper.context.retrieval import Retriever
 from turnkeeper.context.strategies import Strategy
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import (
@@ -109,6 +111,8 @@ __all__ = [
     "Page",
     "Phase",
     "ProjectStats",
+    "Relevant",
+    "Retriever",
     "Role",
     "SeqConflict",
     "SeqRanges",

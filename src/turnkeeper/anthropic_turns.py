@@ -192,7 +192,19 @@ def message_from_reply(reply: Message) -> dict[str, Any]:
         "content": content,
         "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        "usage": _anthropic_usage(usage),
+    }
+
+
+def _anthropic_usage(usage: Usage) -> dict[str, int]:
+    """A stored reply's usage in Anthropic's counting (`_usage` backwards): its `input_tokens`
+    are the ones neither read from nor written to the prompt cache."""
+    read, written = usage.cache_read_input_tokens, usage.cache_creation_input_tokens
+    return {
+        "input_tokens": max(usage.input_tokens - read - written, 0),
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": written,
     }
 
 
@@ -209,7 +221,7 @@ def events_from_reply(reply: Message) -> Iterator[dict[str, Any]]:
     whole = message_from_reply(reply)
     usage = whole["usage"]
     start = whole | {"content": [], "stop_reason": None,
-                     "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0}}  # fmt: skip
+                     "usage": usage | {"output_tokens": 0}}  # fmt: skip
     yield {"type": "message_start", "message": start}
     for index, block in enumerate(whole["content"]):
         if block["type"] == "text":

@@ -72,6 +72,7 @@ from turnkeeper.types import (
     Session,
     SessionStatus,
     StrategyName,
+    Usage,
 )
 from turnkeeper.validation import check_message, window_budget
 
@@ -717,14 +718,20 @@ def completion_from_message(reply: Message) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if reply.tool_calls else "stop",
             }
         ],
-        "usage": None
-        if usage is None
-        else {
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
-        },
+        "usage": None if usage is None else _openai_usage(usage),
     }
+
+
+def _openai_usage(usage: Usage) -> dict[str, Any]:
+    """A stored reply's usage as OpenAI counts it, with what its prompt cache served."""
+    counted: dict[str, Any] = {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+    if usage.cache_read_input_tokens:
+        counted["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_input_tokens}
+    return counted
 
 
 def chunks_from_message(reply: Message) -> Iterator[dict[str, Any]]:

@@ -54,6 +54,7 @@ class StrategyName(enum.StrEnum):
     SLIDING_WINDOW = "sliding_window"
     TRUNCATE = "truncate"
     SUMMARIZE = "summarize"
+    RELEVANT = "relevant"
 
 
 @dataclass(frozen=True, slots=True)

@@ -334,10 +334,20 @@ def check_message(
     usage = message.usage
     if usage is not None and (
         not isinstance(usage, Usage)
-        or not all(_whole(n) for n in (usage.input_tokens, usage.output_tokens))
+        or not all(
+            _whole(n)
+            for n in (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_input_tokens,
+                usage.cache_creation_input_tokens,
+            )
+        )
     ):
         raise InvalidMessage(
-            "usage", f"input_tokens and output_tokens must be whole numbers from 0 to {MAX_WHOLE}"
+            "usage",
+            "input_tokens, output_tokens, cache_read_input_tokens and cache_creation_input_tokens"
+            f" must be whole numbers from 0 to {MAX_WHOLE}",
         )
     metadata = check_metadata(
         "metadata", message.metadata, max_bytes=max_json_bytes, error=InvalidMessage

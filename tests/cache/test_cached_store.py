@@ -234,14 +234,17 @@ def test_a_page_read_at_a_known_version_is_answered_for_that_version(
     tmp_path: Path, settings: Settings, clock: Clock
 ) -> None:
     """A build passes the version it read the session at: the cache answers for it without
-    reading the session row (here shown by an older version still getting its own page)."""
+    reading the session row (here shown by an older version still getting its own page after
+    another process's append, which this cache cannot carry its pages over)."""
     store = CachedStore(make_sqlite_store(tmp_path / "v.db"), lru=SessionLRU(100))
     tk = Turnkeeper(store, settings, clock=clock)
+    other = Turnkeeper(make_sqlite_store(tmp_path / "v.db"), settings, clock=clock)
     session = tk.create_session()
     tk.append(session, "user", "a")
     first = tk.get_session(session).version
     assert [m.content for m in store.read_messages_at(session.id, first)] == ["a"]
-    tk.append(session, "user", "b")
+    other.append(session.id, "user", "b")
+    other.close()
     second = tk.get_session(session).version
     hits = metric("turnkeeper_cache_hits_total", layer="lru")
     assert [m.content for m in store.read_messages_at(session.id, first)] == ["a"]

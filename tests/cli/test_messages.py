@@ -212,6 +212,13 @@ def test_context_with_a_small_budget_truncates_and_says_so(cli: Cli, chat: dict[
     assert any(marker in m["content"] for m in out["messages"] for marker in report["markers"])
 
 
+def test_context_takes_the_relevant_strategy(cli: Cli, chat: dict[str, Any]) -> None:
+    out = cli.json("context", "chat", "--strategy", "relevant", "--budget", "120")
+    report = out["report"]
+    assert report["strategy"] == "relevant" and report["tokens_used"] <= 120
+    assert out["messages"][0]["content"] == "You are a terse assistant."
+
+
 def test_context_reserved_tokens_come_off_the_budget(cli: Cli, chat: dict[str, Any]) -> None:
     out = cli.json("context", "chat", "--budget", "500", "--reserved", "100")
     assert out["report"]["budget"] == 400

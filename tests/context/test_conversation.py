@@ -4,6 +4,7 @@ file behind the version-keyed cache, with a store that counts its reads."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from turnkeeper.logs import capture_events
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
 from turnkeeper.storage.sql.sqlite import SQLiteStore
-from turnkeeper.types import Message, MessageQuery, NewMessage, Session
+from turnkeeper.types import Message, MessageDraft, MessageQuery, NewMessage, Role, Session
 
 
 class CountingStore(SQLiteStore):
@@ -80,6 +81,9 @@ def test_conversation_context_caching(tk: Turnkeeper, counting: CountingStore) -
     assert counting.reads == reads  # served from the cache
 
 
+LATER = datetime(2030, 1, 1, tzinfo=UTC)
+
+
 def test_cache_invalidation(tk: Turnkeeper, counting: CountingStore) -> None:
     session = tk.create_session(key="conv-1")
     tk.append(session, "user", "Which talks are about Rust?")
@@ -87,8 +91,16 @@ def test_cache_invalidation(tk: Turnkeeper, counting: CountingStore) -> None:
     reads = counting.reads
     tk.append(session, "assistant", "Two: talk-7 and talk-9.", metadata={"referenced_ids": ["t7"]})
     context = tk.conversation_context("conv-1")
-    assert counting.reads == reads + 1  # the append moved the version: read again
+    assert counting.reads == reads  # the pages were carried over this process's append
     assert context.message_count == 2 and context.referenced_entities == ("t7",)
+    tk.store.inner.append_messages(  # a write this cache did not see (another replica's)
+        session.id,
+        [MessageDraft(id="m-x", role=Role.USER, content="And talk-9?", tokens=3, created_at=LATER)],
+        now=LATER,
+    )
+    context = tk.conversation_context("conv-1")
+    assert counting.reads > reads  # the version moved past what the cache holds: read again
+    assert context.message_count == 3 and context.recent_messages[-1].text == "And talk-9?"
 
 
 def test_long_conversation_summary(tk: Turnkeeper) -> None:

@@ -194,3 +194,19 @@ def test_cache_takes_the_mark_it_is_given() -> None:
     assert cached["system"][0]["cache_control"] == hour
     assert cached["messages"][0]["content"][0]["cache_control"] == hour
     assert cached["messages"][0]["content"][0]["cache_control"] is not hour  # a copy per block
+
+
+def test_a_note_inside_the_window_marks_what_comes_before_it() -> None:
+    """`relevant` puts its note and the turns it recalled after its newest turns: the newest
+    turns stay the start of the next window, so the block before the note is marked too."""
+    recalled = window(
+        sized(Role.SYSTEM, "You are terse.", 300, seq=1),
+        sized(Role.USER, "Weather in Paris?", 600, seq=40),
+        sized(Role.ASSISTANT, "Sunny.", 400, seq=41),
+        sized(Role.SYSTEM, "[Note: 37 older messages left out …]", 20, kind="marker"),
+        sized(Role.USER, "My code is 7731.", 10, seq=3),
+        sized(Role.USER, "What was my code?", 5, kind="pending"),
+    )
+    assert marks(to_anthropic(recalled, cache=True)) == ["Sunny.", "What was my code?"]
+    # 1,300 tokens before the note: under a minimum of 1,320, no mark there (1,335 in all)
+    assert marks(to_anthropic(recalled, cache=True, min_cache_tokens=1320)) == ["What was my code?"]

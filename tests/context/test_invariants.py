@@ -20,6 +20,7 @@ from tests.context.helpers import T0, call, msg
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import ListHistory
+from turnkeeper.context.relevant import relevant_marker
 from turnkeeper.context.selection import (
     full_marker,
     recent_marker,
@@ -39,6 +40,7 @@ MARKERS = {
     S.SLIDING_WINDOW: sliding_window_marker,
     S.TRUNCATE: truncate_marker,
     S.SUMMARIZE: sliding_window_marker,
+    S.RELEVANT: lambda left_out: relevant_marker(left_out, 0),  # recalled turns go first
 }
 texts = st.one_of(
     st.text(alphabet="abcde fgh.?!\n", max_size=120),
@@ -190,8 +192,16 @@ def check_window(case: Case, window: ContextWindow, counter: TokenCounter) -> No
     by_seq = {m.seq: m for m in case.history}
     extra = pending_entry(case)
 
-    # (1) chronological
-    assert stored_seqs == sorted(set(stored_seqs))
+    notes = [i for i, m in enumerate(entries) if m.kind in ("marker", "summary")]
+    # (1) chronological (`relevant`: before its note, and after it: recalled turns, then the
+    # turn being answered)
+    parts = [entries] if case.strategy is not S.RELEVANT or not notes else (
+        entries[: notes[0]], entries[notes[0] + 1 :]
+    )  # fmt: skip
+    for part in parts:
+        seqs = [m.seq for m in part if m.seq is not None]
+        assert seqs == sorted(set(seqs))
+    assert len(stored_seqs) == len(set(stored_seqs))
     # (2) trigger exactly once, last
     if extra is not None:
         assert entries[-1].kind == "pending"
@@ -214,14 +224,15 @@ def check_window(case: Case, window: ContextWindow, counter: TokenCounter) -> No
             expected = results_following(sequence, position[entry.message_id])
             assert ids_in_window[i + 1 : i + 1 + len(expected)] == expected
     # (4) at most one note, at the top: right after the session's opening message when the
-    # window starts with it (always, when that message is a system message), else first
-    notes = [i for i, m in enumerate(entries) if m.kind in ("marker", "summary")]
+    # window starts with it (always, when that message is a system message), else first;
+    # `relevant`'s after the newest turns, before what it recalled
     assert len(notes) <= 1
     if notes:
         opening = case.history[0]
         if opening.role is Role.SYSTEM and opening.seq in stored_seqs:
             assert entries[0].seq == opening.seq
-        assert notes[0] == (1 if entries[0].seq == opening.seq else 0)
+        if case.strategy is not S.RELEVANT:
+            assert notes[0] == (1 if entries[0].seq == opening.seq else 0)
         assert entries[notes[0]].role is Role.SYSTEM
     # (5) within budget, as recounted here
     assert report.tokens_used <= case.budget

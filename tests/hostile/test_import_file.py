@@ -76,7 +76,8 @@ LINES: list[tuple[str, str | None]] = [
     (json.dumps(message(4, 2, "\ud800")), "content: contains a lone surrogate (U+D800)"),
     (
         json.dumps(message(4, 2, usage={"input_tokens": -5, "output_tokens": 1})),
-        "usage: input_tokens and output_tokens must be whole numbers",
+        "usage: input_tokens, output_tokens, cache_read_input_tokens and cache_creation_input_tokens"
+        " must be whole numbers",
     ),
     (json.dumps(message(4, 2**63)), f"seq: is {2**63} where 2 was expected"),
     (json.dumps(message(4, 2, "fine at last")), None),

@@ -18,7 +18,7 @@ from tests.promise.recount import (
     openai_tokens,
 )
 from turnkeeper.context.formats import to_anthropic, to_openai
-from turnkeeper.types import ContextWindow, Message
+from turnkeeper.types import ContextMessage, ContextWindow, Message
 
 
 @dataclass(frozen=True)
@@ -137,11 +137,15 @@ def check_window(
         said = by_id[entry.message_id or ""]
         assert (entry.role.value, entry.content) == (said.role, said.content)
     keys = order_keys(visible)
-    assert [keys[e.message_id or ""] for e in stored] == sorted(
-        keys[e.message_id or ""] for e in stored
-    )
-    # a note exactly when something was left out, right after the system message if kept
     notes = [i for i, e in enumerate(entries) if e.kind in ("marker", "summary")]
+    relevant = report.strategy == "relevant" and bool(notes)
+    if relevant:  # the newest turns, the note, then recalled older turns and the turn answered
+        check_recalled(entries, notes[0], keys, opening=visible[0].id)
+    else:
+        assert [keys[e.message_id or ""] for e in stored] == sorted(
+            keys[e.message_id or ""] for e in stored
+        )
+    # a note exactly when something was left out, right after the system message if kept
     left_out = report.messages_dropped + report.messages_summarized
     assert len(notes) == (1 if left_out else 0)
     assert report.messages_included == len(stored)
@@ -151,4 +155,27 @@ def check_window(
         opens = entries[0].message_id == opening.id
         if opening.role == "system" and opening.id in ids:
             assert opens
-        assert notes[0] == (1 if opens else 0)
+        assert relevant or notes[0] == (1 if opens else 0)
+
+
+def check_recalled(
+    entries: tuple[ContextMessage, ...],
+    note: int,
+    keys: dict[str, tuple[float, int]],
+    *,
+    opening: str,
+) -> None:
+    """A `relevant` window's order: before its note the opening message (if kept) and the
+    newest turns, in order; after it, in order, older messages recalled (each older than
+    every newest turn) and then the turn being answered (newer than all of them)."""
+
+    def key(entry: ContextMessage) -> tuple[float, int]:
+        return keys[entry.message_id or ""]
+
+    before = [e for e in entries[:note] if e.seq is not None and e.message_id != opening]
+    after = [e for e in entries[note + 1 :] if e.seq is not None]
+    assert [key(e) for e in before] == sorted(key(e) for e in before)
+    assert [key(e) for e in after] == sorted(key(e) for e in after)
+    if before:
+        first, last = key(before[0]), key(before[-1])
+        assert all(key(e) < first or key(e) > last for e in after), "recalled into the newest"

@@ -319,6 +319,8 @@ def test_usage_with_cache_reads_and_writes_is_stored_and_shown_in_the_trace(
     assert items[1]["usage"] == {
         "input_tokens": total_input,
         "output_tokens": answer.usage.output_tokens,
+        "cache_read_input_tokens": 1200,
+        "cache_creation_input_tokens": 300,
     }
     trace = client.get(f"/v1/sessions/usage/messages/{items[1]['seq']}/trace").json()
     assert trace["usage"] == {

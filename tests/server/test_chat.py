@@ -143,6 +143,28 @@ def test_the_budget_options_shape_the_window_sent(
     assert len(upstream.requests[0]["messages"]) < 8
 
 
+def test_a_relevant_chat_turn_sends_the_recalled_turn_and_its_trace_names_it(
+    client: httpx.Client, session: str, upstream: Upstream
+) -> None:
+    client.post(
+        f"/v1/sessions/{session}/messages", json={"role": "user", "content": "My pin is 5093."}
+    )
+    for n in range(8):
+        client.post(
+            f"/v1/sessions/{session}/messages", json={"role": "user", "content": f"old {n} " * 30}
+        )
+    answer = client.post(
+        f"/v1/sessions/{session}/chat",
+        json={"content": "What was my pin?", "strategy": "relevant", "budget_tokens": 200},
+    )
+    assert answer.status_code == 200, answer.text
+    sent = [message["content"] for message in upstream.requests[0]["messages"]]
+    assert "My pin is 5093." in sent and sent[-1] == "What was my pin?"
+    assert answer.json()["context"]["strategy"] == "relevant"
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert "relevant" in schema["StrategyName"]["enum"]
+
+
 def test_max_tokens_is_the_window_budget_on_chat_and_max_output_tokens_the_replys_limit(
     client: httpx.Client, session: str, upstream: Upstream
 ) -> None:

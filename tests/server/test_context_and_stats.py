@@ -95,3 +95,23 @@ def test_project_stats_cover_the_callers_project_only(client: httpx.Client) -> N
     stats = client.get("/v1/stats").json()
     assert [s["project"] for s in stats] == ["alpha"]
     assert stats[0]["message_count"] == 1
+
+
+def test_relevant_recalls_an_older_turn_the_question_names(
+    client: httpx.Client, long_session: str
+) -> None:
+    client.post(
+        "/v1/sessions/long/messages",
+        json={"role": "user", "content": "Which turn said turn 3 again?"},
+    )
+    window = client.get(
+        f"/v1/sessions/{long_session}/context",
+        params={"strategy": "relevant", "budget_tokens": 300},
+    ).json()
+    report = window["report"]
+    assert report["strategy"] == "relevant" and report["tokens_used"] <= 300
+    contents = [message["content"] for message in window["messages"]]
+    assert contents[0] == "You are a travel agent."
+    assert contents[-1] == "Which turn said turn 3 again?"
+    (note,) = report["markers"]
+    assert "recalled" in note and contents.index(note) < contents.index("turn 3: " + "word " * 20)

@@ -129,6 +129,34 @@ def test_openai_cached_tokens_are_stored_summed_counted_and_traced(
     (project,) = client.get("/v1/stats").json()
     assert (project["usage_cache_read_tokens"], project["usage_cache_creation_tokens"]) == (14, 0)
     assert metric(service, "turnkeeper_upstream_cache_read_tokens_total") - before == 14
+    session = client.get("/v1/sessions/warm").json()
+    assert (session["usage_cache_read_tokens"], session["usage_cache_creation_tokens"]) == (14, 0)
+    replies = [m for m in client.get("/v1/sessions/warm/messages").json()["items"] if m["usage"]]
+    assert [m["usage"]["cache_read_input_tokens"] for m in replies] == [7, 7]
+
+
+def test_a_reply_appended_with_its_cache_usage_keeps_it(client: httpx.Client) -> None:
+    client.post("/v1/sessions", json={"key": "own-calls"})
+    usage = {
+        "input_tokens": 1200, "output_tokens": 30,
+        "cache_read_input_tokens": 1024, "cache_creation_input_tokens": 100,
+    }  # fmt: skip
+    stored = client.post(
+        "/v1/sessions/own-calls/messages",
+        json={"role": "assistant", "content": "Done.", "usage": usage},
+    )
+    assert stored.status_code == 201 and stored.json()["usage"] == usage
+    session = client.get("/v1/sessions/own-calls").json()
+    assert (session["usage_cache_read_tokens"], session["usage_cache_creation_tokens"]) == (
+        1024,
+        100,
+    )
+    refused = client.post(
+        "/v1/sessions/own-calls/messages",
+        json={"role": "assistant", "content": "x", "usage": {"cache_read_input_tokens": -1}},
+    )
+    assert refused.status_code == 422 and "cache_read_input_tokens" in refused.text
+    assert client.get("/v1/sessions/own-calls").json()["message_count"] == 1
 
 
 def test_the_responses_usage_says_what_the_cache_served(
@@ -204,3 +232,43 @@ def test_the_trace_says_whether_the_previous_window_was_kept_as_the_prefix(
     expected = first_difference(upstream.requests[1]["messages"], upstream.requests[2]["messages"])
     assert rewritten["prefix_broken_at"] == expected == 1  # right after the system message
     assert rewritten["window"][1]["kind"] == "marker"
+
+
+# -- a replayed turn answers with the usage the upstream gave it ----------------------------------
+
+
+def test_a_retried_proxy_turn_reports_the_cache_usage_of_the_stored_reply(
+    llm: openai.OpenAI, upstream: Upstream
+) -> None:
+    upstream.cached_tokens = 9
+    headers = {"X-Turnkeeper-Session": "retried", "Idempotency-Key": "turn-1"}
+    messages: Any = [{"role": "user", "content": "Once"}]
+    first = llm.chat.completions.create(model=MODEL, messages=messages, extra_headers=headers)
+    again = llm.chat.completions.create(model=MODEL, messages=messages, extra_headers=headers)
+    assert len(upstream.requests) == 1  # the retry was answered from the stored reply
+    assert first.usage is not None and again.usage is not None
+    assert first.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details.cached_tokens == 9
+    assert again.usage.prompt_tokens == first.usage.prompt_tokens
+
+
+def test_a_retried_anthropic_turn_reports_the_cache_usage_of_the_stored_reply(
+    service: Service, claude_upstream: AnthropicUpstream
+) -> None:
+    claude_upstream.cache_read, claude_upstream.cache_creation = 800, 200
+    with anthropic.Anthropic(
+        base_url=service.url, api_key=service.keys["a"], max_retries=0, timeout=10
+    ) as claude:
+
+        def ask() -> anthropic.types.Message:
+            return claude.messages.create(
+                model="claude-test", max_tokens=20, messages=[{"role": "user", "content": "Once"}],
+                extra_headers={"X-Turnkeeper-Session": "retried-c", "Idempotency-Key": "turn-1"},
+            )  # fmt: skip
+
+        first, again = ask(), ask()
+    assert len(claude_upstream.requests) == 1
+    assert again.usage.cache_read_input_tokens == first.usage.cache_read_input_tokens == 800
+    assert again.usage.cache_creation_input_tokens == 200
+    assert again.usage.input_tokens == first.usage.input_tokens

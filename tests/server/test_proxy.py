@@ -3,11 +3,13 @@ program gets memory by pointing its base URL at turnkeeper and naming a session.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import openai
 import pytest
 
-from .conftest import Service
+from .conftest import Service, service_settings, start_service
 from .upstream import Upstream
 
 
@@ -140,3 +142,31 @@ def test_another_projects_session_is_not_reachable_through_the_proxy(
         )
     sent = [m["content"] for m in upstream.requests[0]["messages"]]
     assert "secret plan" not in sent  # beta got its own session named "private"
+
+
+def test_the_strategy_setting_relevant_recalls_an_older_turn_through_the_proxy(
+    tmp_path: Path, upstream_server: tuple[Upstream, str]
+) -> None:
+    settings = service_settings(
+        tmp_path, upstream_server[1], strategy="relevant", budget_tokens=250
+    )
+    upstream = upstream_server[0]
+    for service in start_service(settings):
+        remember = {"X-Turnkeeper-Session": "recall"}
+        with service.client("a") as client:
+            client.post("/v1/sessions", json={"key": "recall"})
+            lines = [{"role": "user", "content": "My seat number is 31K."}] + [
+                {"role": "user", "content": f"note {n} " + "filler " * 25} for n in range(8)
+            ]
+            client.post("/v1/sessions/recall/messages/batch", json={"messages": lines})
+        with openai.OpenAI(
+            base_url=f"{service.url}/v1", api_key=service.keys["a"], max_retries=0, timeout=10
+        ) as llm:
+            llm.chat.completions.create(
+                model="gpt-test",
+                messages=[{"role": "user", "content": "Which seat number did I get?"}],
+                extra_headers=remember,
+            )
+        sent = [message["content"] for message in upstream.requests[-1]["messages"]]
+        assert "My seat number is 31K." in sent and sent[-1] == "Which seat number did I get?"
+        assert sent.index("My seat number is 31K.") > 1  # after the newest turns and the note

@@ -54,10 +54,11 @@ def state(store: SQLStore, session_id: str) -> Any:
 
 def test_the_fast_path_writes_only_an_append_of_new_messages(store: SQLStore) -> None:
     session = store.create_session(new_session(), now=NOW)
-    written = store._append_new(
+    written, version = store._append_new(
         session.id, [draft("a", id="m-1", trace="t1")], expected_last_seq=None, now=NOW
     )
     assert [(m.id, m.seq) for m in written] == [("m-1", 1)]
+    assert version == store.get_session(session.id).version == session.version + 1
     before = state(store, session.id)
     for drafts, expected in (
         ([draft("a", id="m-1")], None),  # a retry
@@ -127,8 +128,10 @@ def deciding_append(store: SQLStore) -> Append:
         expected_last_seq: int | None = None,
         now: Any,
     ) -> list[Message]:
-        return store._append_deciding(
+        stored, version = store._append_deciding(
             session_id, drafts, expected_last_seq=expected_last_seq, now=now
         )
+        assert version in (None, store.get_session(session_id).version)
+        return stored
 
     return append

@@ -34,7 +34,9 @@ def test_a_planned_message_carries_every_field_of_its_draft() -> None:
     )
     defaults = MessageDraft(id="d", role=Role.USER, content="x", created_at=NOW, tokens=0)
     assert all(getattr(full, name) != getattr(defaults, name) for name in SHARED if name != "id")
-    target = AppendTarget(id="s", status=SessionStatus.ACTIVE, expires_at=None, last_seq=4)
+    target = AppendTarget(
+        id="s", status=SessionStatus.ACTIVE, expires_at=None, last_seq=4, version=5
+    )
     plan = plan_append(target, [full, draft("plain")], {}, expected_last_seq=None, now=NOW)
     (message, _) = plan.added
     assert {name: getattr(message, name) for name in SHARED} == {

@@ -2,7 +2,9 @@
 memory, SQLite, PostgreSQL, PostgreSQL behind the caches): `lookup_session` (a session by id,
 else by key) answers exactly what `get_session` and then `find_session_by_key` would;
 `read_messages_versioned` gives a page with the session's version of the same snapshot, and a
-page read for a version known already (`read_messages_at`) is the current page."""
+page read for a version known already (`read_messages_at`) is the current page;
+`append_messages_versioned` gives the version its write left (None for a retry that wrote
+nothing)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import (
     SessionLookupStore,
     Store,
+    VersionedAppendStore,
     VersionedReadStore,
     lookup_session,
     read_messages_at,
 )
-from turnkeeper.types import MessageQuery, NewSession, SessionStatus
+from turnkeeper.types import MessageDraft, MessageQuery, NewSession, Role, SessionStatus
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -99,3 +102,40 @@ def test_a_page_read_with_the_current_version_is_the_current_page(tk: Turnkeeper
     now = tk.get_session(session)
     page = read_messages_at(tk.store, session.id, now.version, MessageQuery(newest_first=True))
     assert [m.content for m in page] == ["second", "first"]
+
+
+# -- an append with the version it wrote: `append_messages_versioned` --------------------------
+
+
+def _draft(message_id: str, content: str) -> MessageDraft:
+    return MessageDraft(id=message_id, role=Role.USER, content=content, tokens=1, created_at=NOW)
+
+
+def test_every_bundled_backend_appends_with_the_version_it_wrote(store: Store) -> None:
+    assert isinstance(store, VersionedAppendStore)
+
+
+def test_an_append_gives_the_version_it_left_one_past_the_version_before(store: Store) -> None:
+    assert isinstance(store, VersionedAppendStore)
+    made = store.create_session(NewSession(project="alpha"), now=NOW)
+    before = store.get_session(made.id).version
+    stored, version = store.append_messages_versioned(
+        made.id, [_draft("m-1", "one"), _draft("m-2", "two")], now=NOW
+    )
+    assert [m.seq for m in stored] == [1, 2]
+    assert version == before + 1 == store.get_session(made.id).version
+
+
+def test_a_retry_that_writes_nothing_gives_no_version(store: Store) -> None:
+    assert isinstance(store, VersionedAppendStore)
+    made = store.create_session(NewSession(project="alpha"), now=NOW)
+    store.append_messages(made.id, [_draft("m-1", "one")], now=NOW)
+    settled = store.get_session(made.id).version
+    stored, version = store.append_messages_versioned(made.id, [_draft("m-1", "one")], now=NOW)
+    assert [m.seq for m in stored] == [1] and version is None
+    assert store.get_session(made.id).version == settled
+    mixed, version = store.append_messages_versioned(
+        made.id, [_draft("m-1", "one"), _draft("m-2", "two")], now=NOW
+    )
+    assert [m.seq for m in mixed] == [1, 2]
+    assert version == settled + 1 == store.get_session(made.id).version

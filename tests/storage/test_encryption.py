@@ -457,3 +457,15 @@ def test_the_cli_generates_a_key_and_rewraps(tmp_path: Path) -> None:
         assert [m.content for m in tk.history("s")] == ["kept through a rotation"]
     bad = CliRunner().invoke(app, ["encryption", "generate-key", "--id", "a b"])
     assert bad.exit_code == 1 and "encryption_key" in bad.output
+
+
+def test_the_relevant_strategy_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    with turnkeeper.open(_sqlite_url(tmp_path), encryption_key=KEY) as tk:
+        session = tk.create_session(key="s")
+        for turn in range(40):
+            tk.append(session, "user", f"Turn {turn}: tell me more about the trip to Lisbon.")
+            tk.append(session, "assistant", f"Answer {turn}: the hotel is near the river.")
+        tk.append(session, "user", "Where did we book the hotel in Lisbon?")
+        with pytest.raises(Unsupported, match=r"relevant strategy.*encryption_key"):
+            tk.context(session, strategy="relevant", budget_tokens=300)
+        assert tk.context(session, strategy="sliding_window", budget_tokens=300).messages

@@ -11,7 +11,11 @@ What is cached, keyed by what, invalidated how:
   out. Held in an in-process LRU (`SessionLRU`: the `lru_size` most recent sessions, at most
   `lru_max_bytes`, only their current version) and, optionally, in Redis (`RedisCache`, each
   entry for `cache_ttl`; never needed for correctness: an unreachable Redis is a miss). Redis
-  key formats live in `cache.keys` only.
+  key formats live in `cache.keys` only. One write is carried rather than read again: an
+  append made through the `CachedStore` learns the version it wrote, and the session's
+  in-process pages of the version before become those of the version after (the page plus
+  the appended messages); kept because it pays on a reported figure (HTTP on SQLite,
+  `bench/results/http-append-carry.md`).
 - **Verified API keys** (`cache.api_keys`): the record and stored hash of a key verified
   lately, by key id, for the `api_key_cache` lifetime (a few seconds). Not version-keyed: a
   revocation through the same store object forgets the key at once, one made elsewhere (another

@@ -1,8 +1,11 @@
 """The in-process cache: the most recently used sessions ("cache recent 100 sessions").
 
-Entries are grouped by session and tagged with the session's version. A lookup with a newer
+Entries are grouped by session and tagged with the session's version; within a session each
+has a slot (a hashable name of the read, e.g. `("messages", query)`). A lookup with a newer
 version drops the session's old entries at once, so memory holds at most `max_sessions` sessions
-and only their current version. Thread-safe: one lock around plain dict operations.
+and only their current version. `advance` carries a session's entries over one write this
+process made and knows the effect of (an append), instead of dropping them. Thread-safe: one
+lock around plain dict operations.
 
 A count of sessions alone bounds nothing when a message may be a megabyte: 100 sessions of
 pages of large messages held gigabytes. So the cache is bounded by size as well: each entry is
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,8 +59,8 @@ def _metadata_weight(metadata: Any) -> int:
 @dataclass
 class _Session:
     version: int
-    entries: OrderedDict[str, Any] = field(default_factory=OrderedDict)
-    weights: dict[str, int] = field(default_factory=dict)
+    entries: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
+    weights: dict[Hashable, int] = field(default_factory=dict)
 
     @property
     def weight(self) -> int:
@@ -64,7 +68,7 @@ class _Session:
 
 
 class SessionLRU:
-    """Values by (session, version, key), for the `max_sessions` most recently used sessions."""
+    """Values by (session, version, slot), for the `max_sessions` most recently used sessions."""
 
     def __init__(self, max_sessions: int, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_sessions = max_sessions
@@ -73,7 +77,7 @@ class SessionLRU:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session_id: str, version: int, key: str) -> Any | None:
+    def get(self, session_id: str, version: int, key: Hashable) -> Any | None:
         with self._lock:
             held = self._sessions.get(session_id)
             if held is None or held.version != version or key not in held.entries:
@@ -82,7 +86,7 @@ class SessionLRU:
             held.entries.move_to_end(key)
             return held.entries[key]
 
-    def put(self, session_id: str, version: int, key: str, value: Any) -> None:
+    def put(self, session_id: str, version: int, key: Hashable, value: Any) -> None:
         size = weigh(value)
         if size > self.max_bytes:
             return  # larger than the whole cache: not worth evicting everything for
@@ -101,9 +105,38 @@ class SessionLRU:
                 oldest, _ = held.entries.popitem(last=False)
                 self.weight -= held.weights.pop(oldest)
             self._sessions.move_to_end(session_id)
-            while len(self._sessions) > self.max_sessions or self.weight > self.max_bytes:
-                _, dropped = self._sessions.popitem(last=False)
-                self.weight -= dropped.weight
+            self._evict()
+
+    def advance(
+        self,
+        session_id: str,
+        before: int,
+        after: int,
+        carry: Callable[[Hashable, Any], Any | None],
+    ) -> None:
+        """Move the session's entries from version `before` to `after`, each through
+        `carry(slot, value)`: its value at `after`, or None to drop it. The caller vouches that
+        one write it knows took the session from `before` to `after`; entries of any other
+        version are left alone (a newer reader's are newer still, older ones are of no use)."""
+        with self._lock:
+            held = self._sessions.get(session_id)
+            if held is None or held.version != before:
+                return
+            moved = _Session(after)
+            for slot, value in held.entries.items():
+                carried = carry(slot, value)
+                if carried is not None:
+                    moved.entries[slot], moved.weights[slot] = carried, weigh(carried)
+            self.weight += moved.weight - held.weight
+            self._sessions[session_id] = moved
+            self._sessions.move_to_end(session_id)
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently used sessions until both bounds hold (under the lock)."""
+        while len(self._sessions) > self.max_sessions or self.weight > self.max_bytes:
+            _, dropped = self._sessions.popitem(last=False)
+            self.weight -= dropped.weight
 
     def __len__(self) -> int:
         with self._lock:

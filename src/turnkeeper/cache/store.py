@@ -9,12 +9,20 @@ on any replica, can get a window that misses an acknowledged append.
 
 A value is cached only if the version did not move while it was read from the store (checked by
 reading the row again), so an entry always holds exactly what its version contained.
+
+One write is not a reason to read again: an append made through this wrapper learns the version
+it wrote (`VersionedAppendStore`), and the session's in-process entries of the version before it
+are carried to that version (`SessionLRU.advance`): each page becomes the page of its query over
+the page plus the appended messages, summaries stay, counts and statistics are dropped. The
+append is the only write between the two versions, so the carried pages are exactly what a read
+would return. It is the difference between a chat turn reading its history from the database
+after every append or not: measured in bench/results/http-append-carry.md.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -27,6 +35,7 @@ from turnkeeper.storage.base import (
     AdminStore,
     Store,
     SummaryStore,
+    VersionedAppendStore,
     VersionedReadStore,
 )
 from turnkeeper.types import (
@@ -111,6 +120,8 @@ class CachedStore:
             method = getattr(inner, name, None)
             if method is not None:
                 setattr(self, name, method)
+        if isinstance(inner, VersionedAppendStore):
+            self.append_messages_versioned = self._append
 
     def __getattr__(self, name: str) -> Any:
         """Backend extras outside the contract (`schema_version`, `path`, …) stay reachable."""
@@ -123,6 +134,7 @@ class CachedStore:
     def _cached(
         self,
         session_id: str,
+        slot: Hashable,
         key_for: Callable[[int], str],
         load: Callable[[], T],
         encode: Callable[[T], bytes],
@@ -131,7 +143,8 @@ class CachedStore:
         known_version: int | None = None,
         load_versioned: Callable[[], tuple[T, int | None]] | None = None,
     ) -> tuple[T, int]:
-        """The value under the session's version, and that version.
+        """The value under the session's version, and that version: in the LRU under `slot`,
+        in Redis under `key_for(version)`.
 
         The version is `known_version` when the caller read the session already (a request
         reads its session first), else the session row's. On a miss, `load_versioned` reads
@@ -142,19 +155,18 @@ class CachedStore:
             version = known_version
         else:
             version = self.inner.get_session(session_id).version
-        key = key_for(version)
         if self.lru is not None:
-            held = self.lru.get(session_id, version, key)
+            held = self.lru.get(session_id, version, slot)
             if held is not None:
                 metrics.CACHE_HITS.labels("lru").inc()
                 return held, version
         if self.redis is not None:
-            raw = self.redis.get(key)
+            raw = self.redis.get(key_for(version))
             if raw is not None:
                 value = decode(raw)
                 metrics.CACHE_HITS.labels("redis").inc()
                 if self.lru is not None:
-                    self.lru.put(session_id, version, key, value)
+                    self.lru.put(session_id, version, slot, value)
                 return value, version
         metrics.CACHE_MISSES.inc()
         value, read_at = load_versioned() if load_versioned is not None else (load(), None)
@@ -162,12 +174,10 @@ class CachedStore:
             read_at = self.inner.get_session(session_id).version
             if read_at != version:
                 return value, read_at  # written meanwhile: of no known version, not kept
-        elif read_at != version:
-            key = key_for(read_at)
         if self.lru is not None:
-            self.lru.put(session_id, read_at, key, value)
+            self.lru.put(session_id, read_at, slot, value)
         if self.redis is not None:
-            self.redis.set(key, encode(value))
+            self.redis.set(key_for(read_at), encode(value))
         return value, read_at
 
     # -- cached reads -----------------------------------------------------------------------
@@ -200,6 +210,7 @@ class CachedStore:
         try:
             page, version = self._cached(
                 session_id,
+                ("messages", query),
                 lambda version: keys.messages(self._ns, session_id, version, query),
                 lambda: tuple(self.inner.read_messages(session_id, query)),
                 _encode_messages,
@@ -222,6 +233,7 @@ class CachedStore:
         try:
             count, _ = self._cached(
                 session_id,
+                ("count", before_seq, include_internal),
                 lambda version: keys.count(
                     self._ns,
                     session_id,
@@ -286,9 +298,29 @@ class CachedStore:
         expected_last_seq: int | None = None,
         now: datetime,
     ) -> list[Message]:
-        return self.inner.append_messages(
+        stored, _ = self._append(session_id, drafts, expected_last_seq=expected_last_seq, now=now)
+        return stored
+
+    def _append(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> tuple[list[Message], int | None]:
+        """The append, and the in-process entries carried to the version it wrote (see the
+        module); `append_messages_versioned` where the store has it."""
+        if not isinstance(self.inner, VersionedAppendStore):
+            return self.inner.append_messages(
+                session_id, drafts, expected_last_seq=expected_last_seq, now=now
+            ), None
+        stored, version = self.inner.append_messages_versioned(
             session_id, drafts, expected_last_seq=expected_last_seq, now=now
         )
+        if version is not None and self.lru is not None:
+            self.lru.advance(session_id, version - 1, version, _carried_over(stored))
+        return stored, version
 
     def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
         return self.inner.delete_last_message(session_id, now=now)  # bumps the version
@@ -312,6 +344,7 @@ class CachedStore:
         try:
             summary, _ = self._cached(
                 session_id,
+                ("summary", upto_seq),
                 lambda version: keys.summary(self._ns, session_id, version, upto_seq=upto_seq),
                 load,
                 _encode_summary,
@@ -324,12 +357,31 @@ class CachedStore:
     def session_stats(self, session_id: str) -> SessionStats:
         stats, _ = self._cached(
             session_id,
+            ("stats",),
             lambda version: keys.stats(self._ns, session_id, version),
             lambda: cast(AdminStore, self.inner).session_stats(session_id),
             _encode_stats,
             _decode_stats,
         )
         return stats
+
+
+def _carried_over(appended: Sequence[Message]) -> Callable[[Hashable, Any], Any | None]:
+    """How an LRU entry of a session reads after `appended` were added to it (see the module):
+    a page is its query's page over the old page and the appended messages (a retried one,
+    stored before, is in both: one per seq), a summary checkpoint is unchanged, the rest is
+    dropped."""
+
+    def carry(slot: Hashable, value: Any) -> Any | None:
+        match slot:
+            case ("messages", MessageQuery() as query):
+                by_seq = {m.seq: m for m in value} | {m.seq: m for m in appended}
+                return tuple(query.page(by_seq.values()))
+            case ("summary", _):
+                return value
+        return None
+
+    return carry
 
 
 PASSED_THROUGH = (
@@ -348,6 +400,7 @@ PASSED_THROUGH = (
     *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
     "message_seq_runs",  # SeqRunStore
     "search_messages",  # SearchStore
+    "messages_with_words",  # WordMatchStore
 )
 """The optional store methods a `CachedStore` hands straight to its store, when it has them."""
 

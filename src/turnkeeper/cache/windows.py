@@ -18,8 +18,12 @@ memory than the window itself: its entries, and the rest of the last page it rea
 Every write to a session moves its version, and a build reads the session row first, so a
 remembered window is handed out only while the session is exactly as it was when the window
 was built, on any replica. Only windows that are a function of the stored messages and the
-build's arguments are remembered: no pending turn, no agent perspective, and no strategy that
-may call a model or write checkpoints (`Strategy.uses_checkpoints`).
+build's arguments are remembered: no pending turn, no agent perspective, no strategy that
+may call a model or write checkpoints (`Strategy.uses_checkpoints`), and none that asks
+something outside the store (`Strategy.window_per_version` False: `relevant` with a retriever of
+the caller's). `relevant`'s own window depends on its query, the last user message, which is
+part of the version (or a pending turn, which is never remembered), and on the store's
+full-text index of that version: remembered like the others.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from turnkeeper import metrics
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
+from turnkeeper.context.retrieval import Retriever
 from turnkeeper.context.selection import Selection
 from turnkeeper.context.strategies import Build, Strategies, Strategy
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
@@ -29,6 +30,7 @@ from turnkeeper.types import (
     Message,
     MessageDraft,
     SeqRanges,
+    Session,
     StrategyName,
 )
 
@@ -97,8 +99,13 @@ class ContextBuilder:
         keep_recent: int,
         max_messages: int | None = None,
         pending: MessageDraft | None = None,
+        session: Session | None = None,
+        retriever: Retriever | None = None,
     ) -> ContextWindow:
         """The window for the turn `pending` (or, without it, the newest stored message).
+
+        `session` (as read for this build) and `retriever` (the store's full-text recall)
+        are handed to the strategy (`Build`) for those that recall by relevance.
 
         `strategy` is a strategy object or a built-in's name. `budget` counts every message
         of the window plus the reply priming. Raises `ContextBudgetExceeded` when the
@@ -115,7 +122,9 @@ class ContextBuilder:
         if turns.empty:  # a new session with no turn yet: nothing to send, nothing left out
             selection = Selection(messages=(), left_out=0)
         else:
-            options = Build(self.counter, keep_recent, self.summarizer, max_messages)
+            options = Build(
+                self.counter, keep_recent, self.summarizer, max_messages, session, retriever
+            )
             selection = chosen.select(turns, budget, options)
         return self._window(session_id, history, chosen.name, budget, selection)
 

@@ -100,8 +100,10 @@ def to_anthropic(
     of text blocks (one per leading entry, so the stored system prompt is apart from markers
     and summaries that change), and at most `breakpoints` blocks get the mark, never one whose
     prefix is under `min_cache_tokens` (a mark there caches nothing). In order of worth: the
-    last block (the whole window, which the next turn reads back), the end of the stored system
-    prompt (still read when the window slides and its messages change), then a block every
+    last block (the whole window, which the next turn reads back), the last block before a
+    note inside the window (`relevant`'s newest turns, which stay while what it recalls after
+    them changes), the end of the stored system prompt (still read when the window slides and
+    its messages change), then a block every
     `CACHE_LOOKBACK` blocks back from the end, so the next turn finds this one's entry even
     when a turn adds more blocks than Anthropic looks back over (a long tool loop).
     """
@@ -111,8 +113,11 @@ def to_anthropic(
         lead += 1
     turns: list[dict[str, Any]] = []
     blocks: list[_Block] = []
+    stable: _Block | None = None  # the last block before a note inside the window
     tokens = sum(message.tokens for message in messages[:lead])
     for message in messages[lead:]:
+        if stable is None and blocks and message.kind in ("marker", "summary"):
+            stable = blocks[-1]
         role, content = _anthropic_turn(message)
         if not content:
             continue
@@ -127,8 +132,9 @@ def to_anthropic(
         system = "\n\n".join(message.content for message in messages[:lead] if message.content)
         return {"system": system, "messages": turns}
     mark = dict(EPHEMERAL if cache is True else cache)
-    system_blocks, stable = _system_blocks(messages[:lead])
-    for chosen in _cache_points(system_blocks, stable, blocks, breakpoints, min_cache_tokens):
+    system_blocks, prompt = _system_blocks(messages[:lead])
+    points = _cache_points(system_blocks, prompt, blocks, breakpoints, min_cache_tokens, stable)
+    for chosen in points:
         chosen.block["cache_control"] = dict(mark)
     return {"system": [entry.block for entry in system_blocks], "messages": turns}
 
@@ -148,18 +154,29 @@ def _system_blocks(lead: list[ContextMessage]) -> tuple[list[_Block], int]:
 
 
 def _cache_points(
-    system: list[_Block], stable: int, turns: list[_Block], breakpoints: int, min_tokens: int
+    system: list[_Block],
+    stable: int,
+    turns: list[_Block],
+    breakpoints: int,
+    min_tokens: int,
+    before_note: _Block | None = None,
 ) -> list[_Block]:
-    """The blocks to mark (see `to_anthropic`): each with a prefix of at least `min_tokens`."""
+    """The blocks to mark (see `to_anthropic`): each with a prefix of at least `min_tokens`.
+    `before_note`: the end of what precedes a note inside the window (`relevant` puts the
+    turns it recalls after its newest turns and a note: only what comes before stays the same
+    next turn)."""
 
     def worth(block: _Block) -> bool:
         return block.prefix_tokens >= min_tokens
 
     last = turns[-1:] if turns and worth(turns[-1]) else []
+    kept = [before_note] if before_note is not None and worth(before_note) else []
+    kept = [block for block in kept if block not in last]
     prompt = system[stable - 1 : stable] if stable and worth(system[stable - 1]) else []
     back = range(len(turns) - 1 - CACHE_LOOKBACK, -1, -CACHE_LOOKBACK) if last else range(0)
     between = [turns[position] for position in back if worth(turns[position])]
-    return (last + prompt + between)[: max(breakpoints, 0)]
+    between = [block for block in between if block not in kept]
+    return (last + kept + prompt + between)[: max(breakpoints, 0)]
 
 
 def _anthropic_turn(message: ContextMessage) -> tuple[str, list[dict[str, Any]]]:

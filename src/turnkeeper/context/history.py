@@ -40,6 +40,11 @@ class History(Protocol):
         """Every message, oldest first (reads the whole history)."""
         ...
 
+    def between(self, first: int, last: int) -> list[Message]:
+        """The messages with a seq from `first` to `last` (both included), oldest first: what
+        a strategy recalls from the middle of a history (`relevant`) reads, and no more."""
+        ...
+
     def count_before(self, seq: int) -> int:
         """How many messages have a seq below `seq`, without reading them.
 
@@ -120,10 +125,15 @@ class StoreHistory(_Reads):
     @staticmethod
     def page_size_for(budget: int, average_tokens: float) -> int:
         """A first page just larger than what `budget` holds at the session's average message
-        size, so a window is usually read in one query without reading much it won't use."""
+        size, so a window is usually read in one query without reading much it won't use;
+        rounded up to one of eight steps per power of two (at most 12.5% more): the average
+        moves with every append, and a size that moved with it would name a new page each turn
+        that no cache holds (`cache.store` carries a session's pages across an append)."""
         if average_tokens <= 0:
             return 128
-        return min(1000, max(16, int(budget / average_tokens * 1.05) + 4))
+        wanted = max(16, int(budget / average_tokens * 1.05) + 4)
+        step = max(1, (1 << (wanted - 1).bit_length()) // 8)
+        return min(1000, -(-wanted // step) * step)
 
     def newest_first(self) -> Iterator[Message]:
         upper: int | None = None
@@ -157,6 +167,16 @@ class StoreHistory(_Reads):
                 self._session_id,
                 self._version,
                 MessageQuery(include_internal=self._include_internal),
+            )
+        )
+
+    def between(self, first: int, last: int) -> list[Message]:
+        return self._remember(
+            read_messages_at(
+                self._store,
+                self._session_id,
+                self._version,
+                MessageQuery(from_seq=first, to_seq=last, include_internal=self._include_internal),
             )
         )
 
@@ -207,6 +227,11 @@ class ListHistory(_Reads):
 
     def chronological(self) -> list[Message]:
         return self._remember(self._messages)
+
+    def between(self, first: int, last: int) -> list[Message]:
+        low = bisect_left(self._messages, first, key=lambda message: message.seq)
+        high = bisect_left(self._messages, last + 1, key=lambda message: message.seq)
+        return self._remember(self._messages[low:high])
 
     def count_before(self, seq: int) -> int:
         return bisect_left(self._messages, seq, key=lambda message: message.seq)

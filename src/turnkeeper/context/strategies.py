@@ -10,8 +10,11 @@ know about it, so the service's `context()` knows none of them by name:
   summary checkpoints);
 - and the selection itself (`select`), a pure function of the history's units, the budget and
   the build's options (`Build`), sharing the invariant-keeping machinery of `context.selection`.
+  A strategy that recalls older turns by relevance finds them through `Build.retriever` (the
+  store's full-text index, `context.retrieval`) or a retriever of its own; `relevant` lives in
+  `context.relevant`.
 
-The five built-ins are registered by name in every service (`Strategies`); a caller passes a
+The six built-ins are registered by name in every service (`Strategies`); a caller passes a
 name or a strategy object, and may register its own (`tk.strategies.register(...)`).
 """
 
@@ -22,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from turnkeeper.config import Settings
+from turnkeeper.context.retrieval import Retriever
 from turnkeeper.context.selection import (
     Marker,
     Plan,
@@ -43,7 +47,7 @@ from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.context.units import Turns
 from turnkeeper.errors import ContextBudgetExceeded, InvalidInput
 from turnkeeper.tokens import TokenCounter, context_window_for_model
-from turnkeeper.types import ContextMessage, Message, StrategyName
+from turnkeeper.types import ContextMessage, Message, Session, StrategyName
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,12 @@ class Build:
     max_messages: int | None = None
     """The most stored messages a window may hold where a strategy caps them
     (`max_history_messages`; `truncate` uses it)."""
+    session: Session | None = None
+    """The session as read for this build (its version, message count and stored tokens);
+    None for a build over a history with no session (a preview, a test)."""
+    retriever: Retriever | None = None
+    """The service's retriever (the store's full-text index), for a strategy that recalls
+    older turns by relevance (`relevant`); None when there is none."""
 
 
 class Strategy:
@@ -69,7 +79,8 @@ class Strategy:
     newest units that fit, and a marker naming what was left out); `turnkeeper.context.selection`
     holds the rest of the machinery the built-ins use. `select` must depend on nothing but its
     arguments and the strategy's own configuration: a service remembers the last window per
-    session version (`cache.windows`) unless the strategy `uses_checkpoints`.
+    session version (`cache.windows`) unless the strategy `uses_checkpoints` or says its window
+    depends on more (`window_per_version` False).
     """
 
     name: str = ""
@@ -79,6 +90,11 @@ class Strategy:
     uses_checkpoints: bool = False
     """What it may remember: True lets a build that sees every message read and extend the
     session's stored summary checkpoints (`summarize`); nothing else is kept between builds."""
+    window_per_version: bool = True
+    """Whether its window depends on nothing but the session as stored (and the build's
+    arguments), so that a service may remember it per session version (`cache.windows`).
+    False for one that asks something outside the store (`relevant` with a retriever of
+    the caller's, whose answers may change while the session does not)."""
 
     def budget_rule(
         self,
@@ -247,7 +263,9 @@ class Summarize(Strategy):
 
 def built_ins() -> list[Strategy]:
     """A fresh instance of each built-in strategy."""
-    return [Full(), Recent(), SlidingWindow(), Truncate(), Summarize()]
+    from turnkeeper.context.relevant import Relevant  # it builds on this module's Strategy
+
+    return [Full(), Recent(), SlidingWindow(), Truncate(), Summarize(), Relevant()]
 
 
 class Strategies:

@@ -172,6 +172,23 @@ class Turns:
         grouped = group_newest_first(chain(pending, stored))
         return next(grouped), grouped
 
+    def around(self, first: int, last: int) -> list[Unit]:
+        """The units of the stored messages from seq `first` to `last`, oldest first: read by
+        that range alone (a strategy recalling part of the middle of a history), each message
+        rendered once. A unit cut by the range's edge comes out an orphan or a call without
+        all its results; the caller reads a wider range or leaves it out."""
+        read = self._history.between(first, last)
+        for message in read:
+            self._loaded.setdefault(message.seq, message)
+        rendered = [self._render(message) for message in reversed(read)]
+        return list(reversed(list(group_newest_first(rendered))))
+
+    def stored_tokens(self, unit: Unit) -> int:
+        """The tokens `unit`'s stored messages were counted with when stored (0 for a pending
+        turn): where a message sits in the session's stored tokens, whatever the encoding of
+        this build."""
+        return sum(self._loaded[m.seq].tokens for m in unit.messages if m.seq in self._loaded)
+
     def total(self) -> int:
         """How many messages the history holds, reading none beyond what was read already."""
         if self._oldest_read is None:

@@ -428,10 +428,17 @@ class EncryptedStore:
         return report
 
     def _search_messages(self, *args: Any, **kwargs: Any) -> Any:
-        raise Unsupported(
-            "full-text search is off while encryption_key is set: an index of the words"
-            " would hold the very text encryption at rest protects (docs/privacy.md)"
-        )
+        raise _index_refused("full-text search")
+
+    def _messages_with_words(self, *args: Any, **kwargs: Any) -> Any:
+        raise _index_refused("the relevant strategy's full-text recall")
+
+
+def _index_refused(what: str) -> Unsupported:
+    return Unsupported(
+        f"{what} is off while encryption_key is set: an index of the words would hold the"
+        " very text encryption at rest protects (docs/privacy.md)"
+    )
 
 
 SEALING = (
@@ -442,6 +449,7 @@ SEALING = (
     "fork_session",  # ForkStore
     "expire_sessions",  # AdminStore: a deleted session's key goes with it
     "search_messages",  # SearchStore: refused
+    "messages_with_words",  # WordMatchStore: refused
 )
 """The optional methods that carry content (or delete sessions): bound to their sealing
 versions (`_<name>`) when the inner store has them."""

@@ -186,6 +186,12 @@ class SessionPublic(_FromDomain):
     stored_tokens: int = Field(description="Tokens of all stored messages, counted at write time.")
     usage_input_tokens: int = Field(description="Prompt tokens the model reported, summed.")
     usage_output_tokens: int = Field(description="Completion tokens the model reported, summed.")
+    usage_cache_read_tokens: int = Field(
+        0, description="Of the prompt tokens, those the provider's prompt cache served, summed."
+    )
+    usage_cache_creation_tokens: int = Field(
+        0, description="Of the prompt tokens, those written to the provider's prompt cache, summed."
+    )
     metadata: JSON
     version: int = Field(description="Bumped by every write.")
 
@@ -207,10 +213,17 @@ class SessionPage(BaseModel):
 
 
 class UsageModel(BaseModel):
-    """Tokens the model reported for producing a message."""
+    """Tokens the model reported for producing a message; of the input, what the provider's
+    prompt cache served (`cache_read_input_tokens`) and took (`cache_creation_input_tokens`)."""
 
     input_tokens: int = Field(0, ge=0, le=MAX_WHOLE)
     output_tokens: int = Field(0, ge=0, le=MAX_WHOLE)
+    cache_read_input_tokens: int = Field(
+        0, ge=0, le=MAX_WHOLE, description="Input tokens the provider's prompt cache served."
+    )
+    cache_creation_input_tokens: int = Field(
+        0, ge=0, le=MAX_WHOLE, description="Input tokens written to the provider's prompt cache."
+    )
 
 
 class MessageCreate(_Request):

@@ -18,6 +18,7 @@ from turnkeeper import telemetry
 from turnkeeper.cache.windows import Rendered, WindowCache
 from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
+from turnkeeper.context.retrieval import FullTextRetriever
 from turnkeeper.context.strategies import Strategies, Strategy
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import AgentPositions, Core, SessionRef, agent_name, refuse_expired
@@ -52,6 +53,8 @@ class Windows:
         """The strategies this service knows by name: the built-ins, and any registered."""
         self._remembers = bool(core.settings.lru_size)
         self._remembered = WindowCache()
+        self._retriever = FullTextRetriever(core.store)
+        """What `relevant` recalls with unless given a retriever: the store's full-text index."""
 
     def budget_for(
         self,
@@ -195,6 +198,8 @@ class Windows:
             keep_recent=request.keep_recent,
             max_messages=self.core.settings.max_history_messages,
             pending=None if request.stored_pending is not None else request.pending,
+            session=request.session,
+            retriever=self._retriever,
         )
         if key is not None:
             rendered = Rendered(version, request.encoding, builder.rendered)
@@ -203,10 +208,13 @@ class Windows:
 
     def _cache_key(self, request: _Request, strategy: Strategy) -> Hashable | None:
         """What a remembered window must have been built from, the session's version first;
-        None for a build whose window is not remembered (caches off, a pending turn, or a
-        strategy that may call a model and write checkpoints)."""
+        None for a build whose window is not remembered (caches off, a pending turn, a
+        strategy that may call a model and write checkpoints, or one whose window depends on
+        more than the stored session: `window_per_version`)."""
         pending = request.pending is not None or request.stored_pending is not None
         if not self._remembers or pending or strategy.uses_checkpoints:
+            return None
+        if not strategy.window_per_version:
             return None
         return (
             request.session.version, strategy, request.budget, request.include_internal,

@@ -41,13 +41,14 @@ class AppendPlan:
 
 @dataclass(frozen=True, slots=True)
 class AppendTarget:
-    """The four columns of the locked session row an append decides on (an append needs
-    neither the timestamps nor the metadata of the whole row)."""
+    """The columns of the locked session row an append decides on (an append needs neither
+    the timestamps nor the metadata of the whole row)."""
 
     id: str
     status: SessionStatus
     expires_at: datetime | None
     last_seq: int
+    version: int
 
     def is_expired_at(self, now: datetime) -> bool:
         """As `Session.is_expired_at`."""

@@ -330,6 +330,27 @@ class VersionedReadStore(Protocol):
 
 
 @runtime_checkable
+class VersionedAppendStore(Protocol):
+    """An append that says which version of the session it wrote.
+
+    A cache holding a session's pages at the version before an append can then carry them to
+    the version after it (the pages plus what was appended) instead of reading them again: the
+    append is the one write between the two versions, so nothing else can have changed."""
+
+    def append_messages_versioned(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> tuple[list[Message], int | None]:
+        """`append_messages(...)` and the session's `version` its write left (the version
+        before it is one less), or None when it wrote nothing (every draft a retry)."""
+        ...
+
+
+@runtime_checkable
 class KnownVersionReadStore(Protocol):
     """Pages read by a caller that knows the session's version already (a context build
     reads the session first): a cache answers for that version without reading the session

@@ -26,6 +26,7 @@ from turnkeeper.errors import Conflict, NotFound, SessionNotFound
 from turnkeeper.storage.appends import plan_append
 from turnkeeper.storage.base import check_fork, project_stats, session_stats
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
+from turnkeeper.storage.search import words_of
 from turnkeeper.types import (
     AgentState,
     AgentStateUpdate,
@@ -78,6 +79,20 @@ class _Log:
     """By seq."""
     attempts: dict[str, TurnAttempt] = field(default_factory=dict)
     """By turn id."""
+    words: dict[str, list[int]] = field(default_factory=dict)
+    """The word index (`messages_with_words`): each word's seqs, oldest first. Brought up to
+    date at a query by indexing the messages above `indexed_to` (appends only add seqs above
+    it); anything else that changes the messages (`recompute_totals`) empties it."""
+    indexed_to: int = 0
+
+    def index_words(self) -> dict[str, list[int]]:
+        """The word index, with every message indexed."""
+        for seq in range(self.indexed_to + 1, self.session.last_seq + 1):
+            message = self.messages.get(seq)
+            for word in dict.fromkeys(words_of(message.content)) if message else ():
+                self.words.setdefault(word, []).append(seq)
+        self.indexed_to = max(self.indexed_to, self.session.last_seq)
+        return self.words
 
     def bump(self, **changes: Any) -> Session:
         """Replace the session with `changes` applied and its version moved on."""
@@ -87,6 +102,7 @@ class _Log:
         return self.session
 
     def recompute_totals(self, now: datetime) -> Session:
+        self.words, self.indexed_to = {}, 0
         messages = self.messages.values()
         return self.bump(
             message_count=len(self.messages),
@@ -267,8 +283,21 @@ class InMemoryStore:
         expected_last_seq: int | None = None,
         now: datetime,
     ) -> list[Message]:
+        stored, _ = self.append_messages_versioned(
+            session_id, drafts, expected_last_seq=expected_last_seq, now=now
+        )
+        return stored
+
+    def append_messages_versioned(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> tuple[list[Message], int | None]:
         if not drafts:
-            return []
+            return [], None
         now = _utc(now)
         with self._lock:
             log = self._log(session_id)
@@ -286,7 +315,7 @@ class InMemoryStore:
                 log.messages.update((m.seq, m) for m in added)
                 for seq, data in plan.traces:
                     log.traces.setdefault(seq, data)
-                log.bump(
+                session = log.bump(
                     last_seq=plan.last_seq,
                     message_count=log.session.message_count + len(added),
                     stored_tokens=log.session.stored_tokens + sum(m.tokens for m in added),
@@ -301,8 +330,8 @@ class InMemoryStore:
                     updated_at=now,
                 )
                 fresh = {m.id: m for m in added}
-                return [_copy(fresh.get(m.id, m)) for m in plan.result]
-            return _copy(plan.result)
+                return [_copy(fresh.get(m.id, m)) for m in plan.result], session.version
+            return _copy(plan.result), None
 
     @staticmethod
     def _by_id(log: _Log, ids: Sequence[str]) -> dict[str, Message]:
@@ -360,6 +389,15 @@ class InMemoryStore:
                     log.agents[agent] = dataclasses.replace(state, last_processed_seq=seq - 1)
             log.recompute_totals(_utc(now))
             return _copy(deleted)
+
+    def messages_with_words(
+        self, session_id: str, words: Sequence[str], *, limit: int
+    ) -> dict[str, list[int]]:
+        with self._lock:
+            log = self._logs.get(session_id)
+            index = log.index_words() if log is not None else {}
+            found = {word: index.get(word, []) for word in words}
+            return {word: seqs[max(0, len(seqs) - limit) :][::-1] for word, seqs in found.items()}
 
     # -- agent states -----------------------------------------------------------------------
 

@@ -214,3 +214,31 @@ class SearchStore(Protocol):
         """Messages of `where.project` matching `query` and the filters, best first (ties:
         newest first), skipping `offset` and returning at most `limit`."""
         ...
+
+
+# -- words, for ranking by relevance ----------------------------------------------------------
+
+
+WORD = re.compile(r"[^\W_]+")
+"""A word as every index splits text into them: a run of letters and digits (the underscore
+and punctuation separate words)."""
+
+
+def words_of(text: str) -> list[str]:
+    """The lower-case words of `text`, in order, as the indexes see them."""
+    return WORD.findall(text.lower())
+
+
+@runtime_checkable
+class WordMatchStore(Protocol):
+    """A store whose full-text index can say which of a session's messages hold a word: what
+    the `relevant` strategy's default retriever ranks (`context.retrieval`). Each word is one
+    indexed query with a limit, so its cost does not grow with the conversation's length."""
+
+    def messages_with_words(
+        self, session_id: str, words: Sequence[str], *, limit: int
+    ) -> dict[str, list[int]]:
+        """For each of `words` (single lower-case words, as `words_of` makes them), the seqs of
+        the session's messages whose content holds it as a whole word, newest first, at most
+        `limit` of each."""
+        ...

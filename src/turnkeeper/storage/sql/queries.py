@@ -393,7 +393,7 @@ def project_stats_query(project: str | None) -> tuple[str, list[Any]]:
 # -- the append rules -------------------------------------------------------------------------
 
 
-SELECT_APPEND_TARGET = "SELECT id, status, expires_at, last_seq FROM sessions WHERE id = ?"
+SELECT_APPEND_TARGET = "SELECT id, status, expires_at, last_seq, version FROM sessions WHERE id = ?"
 """Then the dialect's `row_lock`: the row writers to one session queue on."""
 
 
@@ -404,11 +404,11 @@ CLAIM_SEQS = (
     " usage_cache_read_tokens = usage_cache_read_tokens + ?,"
     " usage_cache_creation_tokens = usage_cache_creation_tokens + ?,"
     " updated_at = ?, version = version + 1"
-    " WHERE id = ? RETURNING id, status, expires_at, last_seq"
+    " WHERE id = ? RETURNING id, status, expires_at, last_seq, version"
 )
 """An append's fast path where the dialect `claims_by_update`: lock the session row, take the
 next seqs and add the totals of drafts presumed all new, in one statement. The returned
-`last_seq` is the new one; the transaction is rolled back if the presumption fails."""
+`last_seq` and `version` are the new ones; the transaction is rolled back if the presumption fails."""
 
 
 # -- delete_last_message ------------------------------------------------------------------------

@@ -267,6 +267,7 @@ def append_target_from_row(row: Row, d: Dialect) -> AppendTarget:
         status=_STATUS_BY_VALUE[row["status"]],
         expires_at=None if expires_at is None else d.decode_ts(expires_at),
         last_seq=row["last_seq"],
+        version=row["version"],
     )
 
 

@@ -94,12 +94,17 @@ def hit_from_row(row: Row, d: Dialect) -> SearchHit:
 # -- SQLite: an FTS5 MATCH expression ---------------------------------------------------------
 
 
+def _quoted(words: str) -> str:
+    """Words as an FTS5 string (nothing in them read as FTS5 syntax)."""
+    return '"' + words.replace('"', '""') + '"'
+
+
 def fts5_expression(query: SearchQuery) -> str:
     """The FTS5 MATCH text of a parsed query. Every word is a quoted FTS5 string, so nothing a
     user typed is read as FTS5 syntax (`AND`, `NEAR`, `col:`, `^`…)."""
 
     def term(t: Term) -> str:
-        return '"' + t.words.replace('"', '""') + '"' + ("*" if t.prefix else "")
+        return _quoted(t.words) + ("*" if t.prefix else "")
 
     def clause(c: Clause) -> str:
         return "(" + " OR ".join(term(t) for t in c.terms) + ")"
@@ -179,6 +184,27 @@ class SQLiteSearch:
         )
         return [hit_from_row(row, self.dialect) for row in rows]
 
+    def messages_with_words(
+        self, session_id: str, words: Sequence[str], *, limit: int
+    ) -> dict[str, list[int]]:
+        """`WordMatchStore`: the index read in rowid order, newest first (a session's rows
+        are inserted in seq order), so a word the session uses often stops at `limit`."""
+        self._catch_up()
+        found: dict[str, list[int]] = {}
+        for word in dict.fromkeys(words):
+            rows = self._read_within(
+                self.search_timeout, SQLITE_WORD_MATCHES, [_quoted(word), session_id, limit]
+            )
+            found[word] = [int(row["seq"]) for row in rows]
+        return found
+
+
+SQLITE_WORD_MATCHES = (
+    "SELECT m.seq FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+    " WHERE messages_fts MATCH ? AND m.session_id = ?"
+    " ORDER BY messages_fts.rowid DESC LIMIT ?"
+)
+
 
 # -- PostgreSQL: a tsquery built from per-term functions --------------------------------------
 
@@ -245,3 +271,23 @@ class PostgresSearch:
         )
         rows = self._read_within(self.search_timeout, sql, [*query_params, *params, limit, offset])
         return [hit_from_row(row, self.dialect) for row in rows]
+
+    def messages_with_words(
+        self, session_id: str, words: Sequence[str], *, limit: int
+    ) -> dict[str, list[int]]:
+        """`WordMatchStore`: each word through `phraseto_tsquery` (which cannot fail on any
+        text), against the GIN-indexed `search_vector`."""
+        found: dict[str, list[int]] = {}
+        for word in dict.fromkeys(words):
+            rows = self._read_within(
+                self.search_timeout, POSTGRES_WORD_MATCHES, [session_id, word, limit]
+            )
+            found[word] = [int(row["seq"]) for row in rows]
+        return found
+
+
+POSTGRES_WORD_MATCHES = (
+    "SELECT seq FROM messages WHERE session_id = ?"
+    " AND search_vector @@ phraseto_tsquery('simple'::regconfig, ?)"
+    " ORDER BY seq DESC LIMIT ?"
+)

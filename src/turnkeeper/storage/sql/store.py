@@ -381,8 +381,21 @@ class SQLStore:
         expected_last_seq: int | None = None,
         now: datetime,
     ) -> list[Message]:
+        stored, _ = self.append_messages_versioned(
+            session_id, drafts, expected_last_seq=expected_last_seq, now=now
+        )
+        return stored
+
+    def append_messages_versioned(
+        self,
+        session_id: str,
+        drafts: Sequence[MessageDraft],
+        *,
+        expected_last_seq: int | None = None,
+        now: datetime,
+    ) -> tuple[list[Message], int | None]:
         if not drafts:
-            return []
+            return [], None
         try:
             return self._append_new(
                 session_id, drafts, expected_last_seq=expected_last_seq, now=now
@@ -400,7 +413,7 @@ class SQLStore:
         *,
         expected_last_seq: int | None,
         now: datetime,
-    ) -> list[Message]:
+    ) -> tuple[list[Message], int]:
         """The common append — every draft new, the session open to it — without looking the
         drafts' ids up first: the rows are inserted with `ON CONFLICT DO NOTHING` and counted.
 
@@ -421,8 +434,10 @@ class SQLStore:
             if row is None:
                 raise _NotAllNew
             target = append_target_from_row(row, d)
-            if d.claims_by_update:  # the seqs before the claim
-                target = dataclasses.replace(target, last_seq=target.last_seq - len(drafts))
+            if d.claims_by_update:  # the seqs and the version before the claim
+                target = dataclasses.replace(
+                    target, last_seq=target.last_seq - len(drafts), version=target.version - 1
+                )
             try:
                 plan = plan_append(target, drafts, {}, expected_last_seq=expected_last_seq, now=now)
             except TurnkeeperError as exc:  # maybe no refusal at all if some are retries
@@ -434,7 +449,7 @@ class SQLStore:
                 tx.execute(queries.ADD_TOTALS, totals_params(plan, session_id, now, d))
             if plan.traces:
                 tx.executemany(queries.INSERT_TRACE, trace_params(session_id, plan.traces))
-        return plan.result
+        return plan.result, target.version + 1
 
     def _append_deciding(
         self,
@@ -443,7 +458,7 @@ class SQLStore:
         *,
         expected_last_seq: int | None,
         now: datetime,
-    ) -> list[Message]:
+    ) -> tuple[list[Message], int | None]:
         """Any append: the drafts' stored ids are looked up under the session's row lock and
         `plan_append` decides what is new, what is a retry and what is refused."""
         d = self.dialect
@@ -455,12 +470,13 @@ class SQLStore:
             target = append_target_from_row(row, d)
             stored = self._stored_messages(tx, session_id, ids)
             plan = plan_append(target, drafts, stored, expected_last_seq=expected_last_seq, now=now)
-            if plan.added:
-                self._insert_messages(tx, message_rows(session_id, plan.added, d))
-                tx.execute(queries.ADD_TOTALS, totals_params(plan, session_id, now, d))
-                if plan.traces:
-                    tx.executemany(queries.INSERT_TRACE, trace_params(session_id, plan.traces))
-        return plan.result
+            if not plan.added:
+                return plan.result, None
+            self._insert_messages(tx, message_rows(session_id, plan.added, d))
+            tx.execute(queries.ADD_TOTALS, totals_params(plan, session_id, now, d))
+            if plan.traces:
+                tx.executemany(queries.INSERT_TRACE, trace_params(session_id, plan.traces))
+        return plan.result, target.version + 1
 
     def _stored_messages(
         self, tx: Executor, session_id: str, ids: Sequence[str]

@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("storage", ("storage",)),
     ("cache", ("cache",)),
+    ("encryption", ("encryption",)),
     ("telemetry", ("telemetry",)),
     ("context", ("context",)),
     ("transfer", ("jsonl", "importers")),

@@ -30,6 +30,8 @@ def test_public_names_are_pinned() -> None:
             "Strategy", "Relevant", "Retriever",
             # the store contract's page reads (for third-party backends)
             "MessageQuery",
+            # encryption at rest: a session whose data key is gone or not configured
+            "KeyUnavailable",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:
@@ -52,7 +54,7 @@ def test_every_error_is_a_turnkeeper_error() -> None:
         for value in (getattr(turnkeeper, name) for name in turnkeeper.__all__)
         if isinstance(value, type) and issubclass(value, Exception)
     ]
-    assert len(exceptions) == 18
+    assert len(exceptions) == 19
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error
 

@@ -12,6 +12,7 @@ from typing import Any
 from turnkeeper import telemetry
 from turnkeeper.cache.store import cached
 from turnkeeper.config import Settings, load_settings
+from turnkeeper.encryption import encrypted_at_rest
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage import open_backend
 from turnkeeper.storage.base import Store
@@ -23,14 +24,16 @@ def open_store(url: str, settings: Settings) -> Store:
     """The backend a URL names, behind the configured caches (`lru_size` sessions in process,
     and Redis when `redis_url` is set). The caches implement the same contract, including the
     backend's `exclusive_lock`. When something is traced, each call of the backend is a span
-    (`turnkeeper.telemetry`)."""
-    backend = telemetry.traced_store(open_backend(url, settings))
-    if settings.lru_size == 0 and settings.redis_url is None:
-        return backend
+    (`turnkeeper.telemetry`). With `encryption_key`, user content is encrypted in front of
+    all of them (`turnkeeper.encryption`)."""
+    store = telemetry.traced_store(open_backend(url, settings))
     try:
-        return cached(backend, settings)
+        if settings.lru_size or settings.redis_url is not None:
+            store = cached(store, settings)
+        # Outermost, so the caches (in process and in Redis) hold only what the backend does.
+        return encrypted_at_rest(store, url, settings)
     except BaseException:
-        backend.close()
+        store.close()
         raise
 
 

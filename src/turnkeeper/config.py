@@ -206,6 +206,28 @@ class Settings(BaseSettings):
         "allows (least recently used sessions are dropped first).",
     )
 
+    encryption_key: str | None = Field(
+        default=None,
+        repr=False,
+        description="Encrypt what users wrote at rest (docs/privacy.md): master keys as "
+        "`id:base64key`, comma-separated (each key 32 random bytes, e.g. from `turnkeeper "
+        "encryption generate-key`). The first wraps new sessions' data keys; the others still read the "
+        "sessions they wrapped, so a key is rotated by putting a new one first. Unset (the "
+        "default): nothing is encrypted.",
+    )
+    encryption_key_file: Path | None = Field(
+        default=None,
+        description="A file holding `encryption_key`'s value (e.g. a mounted secret), read at "
+        "open; not both.",
+    )
+    key_store: str | None = Field(
+        default=None,
+        description="Where the sessions' wrapped data keys live, apart from the data (deleting "
+        "a session deletes its key there: crypto-shredding): sqlite:///path or a PostgreSQL "
+        "URL. Unset: `<database file>.keys` beside a SQLite database; a PostgreSQL database "
+        "needs it set.",
+    )
+
     session_expiration: timedelta | None = Field(
         default=None,
         description="How long a session lives without activity, e.g. 30d (counted from its "

@@ -176,6 +176,13 @@ class Unsupported(TurnkeeperError):
     (HTTP 501). See `turnkeeper.storage.base.require`."""
 
 
+class KeyUnavailable(TurnkeeperError):
+    """Stored content is encrypted under a data key this process cannot open: the session was
+    deleted (its key destroyed: crypto-shredding), its key is wrapped by a master key that
+    `encryption_key` no longer holds, or the key store is not the one its data was written
+    with. Never garbage: the message says which (docs/privacy.md)."""
+
+
 class Unauthenticated(TurnkeeperError):
     """The request carries no API key, or one that is malformed, unknown or revoked.
 

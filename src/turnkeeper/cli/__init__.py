@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "agents",
     "branches",
     "chat",
+    "encryption",
     "mcp",
     "messages",
     "search",

@@ -44,7 +44,7 @@ COMMAND_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Commands", ("sessions", "add", "history", "context", "chat", "search", "trace", "demo")),
     ("Branches and agents", ("fork", "branches", "agents", "summaries", "conversation-context")),
     ("The service", ("serve", "keys", "mcp")),
-    ("Data", ("export", "import", "stats", "gc")),
+    ("Data", ("export", "import", "stats", "gc", "encryption")),
 )
 """How `--help` lists the commands: what a user needs first, first (a conversation's commands),
 in panels as gh's help has them. A command missing here is listed last."""

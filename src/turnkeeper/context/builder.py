@@ -15,7 +15,7 @@ from turnkeeper import metrics
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
-from turnkeeper.context.selection import Selection
+from turnkeeper.context.selection import CutRule, Selection
 from turnkeeper.context.strategies import Build, Strategies, Strategy
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
 from turnkeeper.context.units import Turns
@@ -97,11 +97,14 @@ class ContextBuilder:
         keep_recent: int,
         max_messages: int | None = None,
         pending: MessageDraft | None = None,
+        cut: CutRule | None = None,
     ) -> ContextWindow:
         """The window for the turn `pending` (or, without it, the newest stored message).
 
         `strategy` is a strategy object or a built-in's name. `budget` counts every message
-        of the window plus the reply priming. Raises `ContextBudgetExceeded` when the
+        of the window plus the reply priming. `cut` is the session's stored cut point and the
+        rule for it (default: a stable cut, none stored yet); the report names the cut point
+        the window holds (`ContextReport.cut_seq`), for the caller to store. Raises `ContextBudgetExceeded` when the
         triggering message (with its tool-call unit and, if anything is left out, the marker
         saying so) cannot fit, or for `full` when the whole history cannot; `InvalidInput`
         when there is no turn at all.
@@ -115,7 +118,9 @@ class ContextBuilder:
         if turns.empty:  # a new session with no turn yet: nothing to send, nothing left out
             selection = Selection(messages=(), left_out=0)
         else:
-            options = Build(self.counter, keep_recent, self.summarizer, max_messages)
+            options = Build(
+                self.counter, keep_recent, self.summarizer, max_messages, cut or CutRule()
+            )
             selection = chosen.select(turns, budget, options)
         return self._window(session_id, history, chosen.name, budget, selection)
 
@@ -212,6 +217,7 @@ class ContextBuilder:
             dropped_seqs=dropped,
             summarized_seqs=summarized,
             loaded_seqs=loaded,
+            cut_seq=selection.cut,
         )
 
     def _render(self, message: Message) -> ContextMessage:

@@ -16,7 +16,8 @@ Subclass a contract and give it a `store` fixture that yields a fresh, empty sto
 
 `StoreContract` covers the core `Store` every backend must have; `AgentStateContract`,
 `SummaryContract`, `TraceContract`, `ApiKeyContract`, `AdminContract`, `TransferContract`,
-`ForkContract`, `TurnAttemptContract` and `LockingContract` each cover one optional capability —
+`ForkContract`, `TurnAttemptContract`, `CutPointContract` and `LockingContract` each cover one
+optional capability —
 mix in those your store offers.
 `FullStoreContract` is all of them but locking. The tests call the store directly, with fixed
 times (`NOW`), so a failure names the rule the store broke.
@@ -43,6 +44,7 @@ from turnkeeper.testing.capabilities import (
     TurnAttemptContract,
 )
 from turnkeeper.testing.core import StoreContract
+from turnkeeper.testing.cut_points import CutPointContract
 from turnkeeper.testing.forks import ForkContract
 from turnkeeper.testing.values import NOW, draft, new_session
 
@@ -51,6 +53,7 @@ __all__ = [
     "AdminContract",
     "AgentStateContract",
     "ApiKeyContract",
+    "CutPointContract",
     "ForkContract",
     "FullStoreContract",
     "LockingContract",

@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 
 import turnkeeper
+from tests.conftest import Clock
 from tests.context.helpers import APPROX, build, long_chat
+from turnkeeper.config import Settings
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.context.history import ListHistory
 from turnkeeper.context.selection import CutRule
 from turnkeeper.context.strategies import SlidingWindow
 from turnkeeper.errors import InvalidConfig, InvalidInput
+from turnkeeper.storage.base import CutPointStore, Store
 from turnkeeper.types import ContextWindow, CutMode
 
 BUDGET = 300
@@ -180,3 +183,25 @@ def test_slide_is_a_setting(tmp_path: Path) -> None:
 def test_watermarks_out_of_order_are_refused_naming_them() -> None:
     with pytest.raises(InvalidConfig, match="cut_low_watermark"):
         turnkeeper.open("memory://", cut_low_watermark=0.9, cut_high_watermark=0.8)
+
+
+def test_replicas_build_from_the_cut_point_another_one_moved(
+    store: Store, settings: Settings, clock: Clock
+) -> None:
+    """Two services on one database (and cache): each remembers its own windows, keyed by the
+    session's version and cut point, so a move by one is seen by the other at once."""
+    first, second = (turnkeeper.Turnkeeper(store, settings, clock=clock) for _ in range(2))
+    session = first.create_session(key="replicas").id
+    first.append(session, "system", "You plan trips.")
+    for i in range(40):
+        first.append(session, "user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 12)
+    seen_before = second.context(session, budget_tokens=BUDGET, preview=True)
+    moved = first.context(session, budget_tokens=BUDGET)
+    assert first.get_session(session).cut_seq == moved.report.cut_seq == seen_before.report.cut_seq
+    again = second.context(session, budget_tokens=BUDGET)
+    assert sent(again) == sent(moved)
+    stale = store.get_session(session)
+    first.append(session, "user", "one more")
+    assert isinstance(store, CutPointStore)
+    assert not store.move_cut_point(session, 2, version=stale.version)  # a build of the past
+    assert second.get_session(session).cut_seq == moved.report.cut_seq

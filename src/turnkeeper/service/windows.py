@@ -120,12 +120,8 @@ class Windows:
         the full history before the trigger (`new_message`, else the stored message with seq
         `trigger`, else the newest), others' turns attributed, the "while you were away" block
         after its `last_processed_seq`, the marker, the trigger; `strategy` does not apply, and
-        the older history is summarized only when the whole does not fit the budget.
-
-        A strategy that leaves older turns out starts at the session's cut point
-        (`Session.cut_seq`, with `window_cut = "stable"`), and the build stores where it moved
-        to; with `preview`, nothing stored changes (the window is the one the same build
-        would give, from the same cut point, and its report names where the cut would move).
+        the older history is summarized only when the whole does not fit the budget. A
+        `preview` stores nothing, not even where the session's cut point moved (`_held`).
 
         Raises `SessionExpired` for an expired session and `ContextBudgetExceeded` when the
         triggering message alone cannot fit.
@@ -151,11 +147,7 @@ class Windows:
         )
         if agent is not None:
             return self._perspective(request, agent_name("agent", agent), trigger)
-        if preview:
-            request = replace(request, preview=True)
-        window = self._build(request, chosen)
-        self._keep_cut(request, window)
-        return window
+        return self._held(replace(request, preview=preview), chosen)
 
     def _request(
         self,
@@ -244,16 +236,19 @@ class Windows:
             high=settings.cut_high_watermark, low=settings.cut_low_watermark,
         )  # fmt: skip
 
-    def _keep_cut(self, request: _Request, window: ContextWindow) -> None:
-        """Store the cut point the window holds when it moved (not for a preview): with the
-        version the window was built from, so a build of an older state never overwrites
-        the cut point of a newer one (`CutPointStore.move_cut_point`)."""
+    def _held(self, request: _Request, strategy: Strategy) -> ContextWindow:
+        """The window `strategy` selects (`_build`), with the cut point it holds stored when
+        it moved (not for a preview): with the version the window was built from, so a build
+        of an older state never overwrites the cut point of a newer one
+        (`CutPointStore.move_cut_point`)."""
+        window = self._build(request, strategy)
         session, cut = request.session, window.report.cut_seq
         if request.preview or cut is None or cut == session.cut_seq:
-            return
+            return window
         store = self.core.store
         if isinstance(store, CutPointStore):
             store.move_cut_point(session.id, cut, version=session.version)
+        return window
 
     def _perspective(self, request: _Request, agent: str, trigger: int | None) -> ContextWindow:
         """`agent`'s view of the session (see `context`), summarized with checkpoints when the

@@ -16,7 +16,7 @@ from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.formats import to_anthropic, to_openai
 from turnkeeper.context.history import ListHistory
 from turnkeeper.context.selection import CutRule
-from turnkeeper.context.strategies import SlidingWindow
+from turnkeeper.context.strategies import Recent, SlidingWindow
 from turnkeeper.errors import InvalidConfig, InvalidInput
 from turnkeeper.storage.base import CutPointStore, Store
 from turnkeeper.types import ContextWindow, CutMode
@@ -104,11 +104,25 @@ def test_a_history_that_fits_keeps_no_cut_point() -> None:
     assert window.report.cut_seq == 0 and not window.report.truncated
 
 
-@pytest.mark.parametrize("strategy", ["recent", "truncate"])
-def test_a_message_limit_has_watermarks_too(strategy: str) -> None:
+def test_recent_keeps_the_last_n_unless_told_to_hold_a_cut_point() -> None:
+    builder = ContextBuilder(APPROX, stored_encoding=APPROX.encoding)
+    history = long_chat(40)
+
+    def recent(strategy: Recent) -> ContextWindow:
+        return builder.build(
+            "s1", ListHistory(history), strategy=strategy, budget=10_000, keep_recent=10,
+            cut=stable(),
+        )  # fmt: skip
+
+    assert recent(Recent()).report.messages_included == 10  # slides: the last N, always
+    assert recent(Recent()).report.cut_seq is None
+    held = recent(Recent(cut="stable"))
+    assert held.report.cut_seq and held.report.messages_included <= 5  # moved to the low mark
+
+
+def test_a_message_limit_has_watermarks_too() -> None:
     limit = 10
-    options = {"keep_recent": limit} if strategy == "recent" else {"max_messages": limit}
-    windows = turn_by_turn(60, strategy, budget=10_000, **options)
+    windows = turn_by_turn(60, "truncate", budget=10_000, max_messages=limit)
     sizes = [w.report.messages_included for w in windows[20:]]
     assert max(sizes) <= limit and min(sizes) <= limit // 2 + 1
     cuts = [w.report.cut_seq for w in windows[20:]]

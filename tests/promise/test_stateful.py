@@ -80,14 +80,9 @@ CONTEXT_ARGS: dict[str, Any] = {
     "agent": st.sampled_from([None, None, None, "planner"]),
     "preview": st.sampled_from([False, False, True]),
 }
-HOLDS_CUT = {
-    StrategyName.SLIDING_WINDOW,
-    StrategyName.TRUNCATE,
-    StrategyName.RECENT,
-    StrategyName.SUMMARIZE,
-}
+HOLDS_CUT = {StrategyName.SLIDING_WINDOW, StrategyName.TRUNCATE, StrategyName.SUMMARIZE}
 """The strategies that leave older turns out from a held cut point (`window_cut = "stable"`,
-the default, with watermarks 1.0 and 0.5)."""
+the default, with watermarks 1.0 and 0.5); `recent` slides unless told otherwise."""
 HIGH, LOW = 1.0, 0.5
 
 
@@ -334,6 +329,8 @@ class Conversation(RuleBasedStateMachine):
         )  # fmt: skip
         if agent is None and strategy in HOLDS_CUT:
             self._check_cut(window, strategy, visible, budget=limit - reserve, preview=preview)
+        elif agent is None:
+            assert window.report.cut_seq is None  # `full` and `recent` hold no cut point
 
     def _check_cut(
         self,

@@ -170,13 +170,16 @@ class HoldsCut(Strategy):
     `cut` is `"stable"` (the window starts at the session's stored cut point, which stays put
     while the window fits and moves when it overflows, so the prefix stays cacheable) or
     `"slide"` (the oldest turn that fits, chosen again for every build); None follows the
-    `window_cut` setting."""
+    strategy's `default_cut`, and where that is None the `window_cut` setting."""
+
+    default_cut: CutMode | None = None
+    """The mode when none is given: None follows the `window_cut` setting."""
 
     def __init__(self, *, cut: CutMode | str | None = None) -> None:
         if cut is not None and cut not in tuple(CutMode):
             choices = ", ".join(mode.value for mode in CutMode)
             raise InvalidInput("cut", f"unknown cut mode {cut!r}; choose one of {choices}")
-        self.cut = None if cut is None else CutMode(cut)
+        self.cut = self.default_cut if cut is None else CutMode(cut)
 
     def rule(self, build: Build) -> CutRule:
         """The build's cut rule, in this strategy's own mode if it has one."""
@@ -184,10 +187,16 @@ class HoldsCut(Strategy):
 
 
 class Recent(HoldsCut):
-    """The last `keep_recent` user-facing messages that fit."""
+    """The last `keep_recent` user-facing messages that fit.
+
+    It slides unless given `cut="stable"`: its promise is the last N, and its windows are
+    seldom as large as the 1,024 tokens a provider caches at the least
+    (`bench/results/windows-cut-points.md`), so a held cut point would only make them shorter.
+    """
 
     name = StrategyName.RECENT
     include_internal = False
+    default_cut = CutMode.SLIDE
 
     def select(self, turns: Turns, budget: int, build: Build) -> Selection:
         return newest_that_fit(

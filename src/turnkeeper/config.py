@@ -264,7 +264,7 @@ class Settings(BaseSettings):
     )
     window_cut: CutMode = Field(
         default=CutMode.STABLE,
-        description="Where sliding_window, truncate and recent start a window: `stable` holds "
+        description="Where sliding_window, truncate and summarize start a window: `stable` holds "
         "the session's cut point until the window overflows (the prefix stays cacheable), "
         "`slide` takes the oldest turn that fits at every build.",
     )

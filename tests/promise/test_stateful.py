@@ -400,9 +400,16 @@ def _cut_moved_by_the_rule(
     cut = window.report.cut_seq or 0
     units = unit_starts(visible, seq_of)
     head = visible[0].id if visible else None
+    newest = max((e for e in window.messages if e.seq is not None), key=lambda e: e.seq or 0)
+    trigger = units[newest.message_id or ""] or newest.seq  # the unit every window keeps
+
+    def start(entry: ContextMessage) -> int:
+        return units[entry.message_id or ""] or 0
+
     fixed = [
         e for e in window.messages if e.kind not in ("marker", "summary")
-        and (e.seq is None or e.message_id == head or (units[e.message_id or ""] or 0) < cut)
+        and (e.seq is None or e.message_id == head or start(e) < cut or start(e) == trigger
+             or e is newest)
     ]  # fmt: skip
     fixed_ids = {e.message_id for e in fixed}
 

@@ -246,8 +246,16 @@ class Windows:
         if request.preview or cut is None or cut == session.cut_seq:
             return window
         store = self.core.store
-        if isinstance(store, CutPointStore):
-            store.move_cut_point(session.id, cut, version=session.version)
+        if not isinstance(store, CutPointStore):
+            return window
+        if not store.move_cut_point(session.id, cut, version=session.version):
+            # A build that saved a summary checkpoint moved the version itself: the history
+            # is the one the window was built from while no message came or went meanwhile.
+            now = store.get_session(session.id) if strategy.uses_checkpoints else session
+            if now is not session and (now.last_seq, now.message_count) == (
+                session.last_seq, session.message_count,
+            ):  # fmt: skip
+                store.move_cut_point(session.id, cut, version=now.version)
         return window
 
     def _perspective(self, request: _Request, agent: str, trigger: int | None) -> ContextWindow:

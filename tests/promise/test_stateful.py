@@ -400,8 +400,10 @@ def _cut_moved_by_the_rule(
     cut = window.report.cut_seq or 0
     units = unit_starts(visible, seq_of)
     head = visible[0].id if visible else None
-    newest = max((e for e in window.messages if e.seq is not None), key=lambda e: e.seq or 0)
-    trigger = units[newest.message_id or ""] or newest.seq  # the unit every window keeps
+    stored = [e for e in window.messages if e.seq is not None]
+    newest = max(stored, key=lambda e: e.seq or 0) if stored else None
+    # the unit every window keeps (none stored: the trigger is a pending turn alone)
+    trigger = None if newest is None else units[newest.message_id or ""] or newest.seq
 
     def start(entry: ContextMessage) -> int:
         return units[entry.message_id or ""] or 0

@@ -50,7 +50,7 @@ from pydantic_settings import (
 from turnkeeper import _speedups
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.tokens import APPROX_ENCODING, EXACT_ENCODINGS
-from turnkeeper.types import StrategyName
+from turnkeeper.types import CutMode, StrategyName
 
 APP_NAME = "turnkeeper"
 
@@ -284,6 +284,26 @@ class Settings(BaseSettings):
         gt=0,
         description="N of `recent` and K (verbatim tail) of `summarize`.",
     )
+    window_cut: CutMode = Field(
+        default=CutMode.STABLE,
+        description="Where sliding_window, truncate and summarize start a window: `stable` holds "
+        "the session's cut point until the window overflows (the prefix stays cacheable), "
+        "`slide` takes the oldest turn that fits at every build.",
+    )
+    cut_high_watermark: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="A held cut point moves once the window from it would fill more than this "
+        "share of the budget (and of a strategy's message limit).",
+    )
+    cut_low_watermark: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="When a cut point moves, the window from its new place fills at most this "
+        "share of the budget (the rest is free for the turns to come).",
+    )
     model: str = Field(default="gpt-4o", min_length=1, description="Default model name.")
     token_encoding: str = Field(
         default="o200k_base",
@@ -414,6 +434,16 @@ class Settings(BaseSettings):
 
     _conventional: dict[str, str] = PrivateAttr(default_factory=dict)
     """The settings taken from a provider's own variable, and the variable's name."""
+
+    @model_validator(mode="after")
+    def _watermarks_in_order(self) -> Settings:
+        """A cut point that moved must have room to stay put: low below high."""
+        if self.cut_low_watermark >= self.cut_high_watermark:
+            raise ValueError(
+                f"cut_low_watermark ({self.cut_low_watermark}) must be below "
+                f"cut_high_watermark ({self.cut_high_watermark})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _provider_variables(self) -> Settings:

@@ -85,6 +85,7 @@ def session_record(session: Session) -> dict[str, Any]:
         "usage_output_tokens": session.usage_output_tokens,
         "metadata": dict(session.metadata),
         "version": session.version,
+        "cut_seq": session.cut_seq,
     }
 
 
@@ -108,6 +109,7 @@ def session_from_record(record: dict[str, Any]) -> Session:
         usage_output_tokens=whole(record, "usage_output_tokens", 0),
         metadata=json_object(record.get("metadata"), "metadata"),
         version=whole(record, "version", 0),
+        cut_seq=whole(record, "cut_seq", 0),
     )
 
 

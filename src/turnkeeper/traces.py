@@ -110,6 +110,9 @@ class TurnTrace:
     markers: list[str] = field(default_factory=list)
     loaded_seqs: SeqRanges = NO_SEQS
     """The messages the build read (empty in traces stored before it was recorded)."""
+    cut_seq: int | None = None
+    """The session's cut point the window was held at (`ContextReport.cut_seq`): None for a
+    strategy that holds none, and in traces stored before it was recorded."""
 
     @classmethod
     def of(
@@ -153,6 +156,7 @@ class TurnTrace:
             messages_in_store=report.messages_in_store,
             markers=list(report.markers),
             loaded_seqs=report.loaded_seqs,
+            cut_seq=report.cut_seq,
         )
 
     def to_window(self) -> ContextWindow:
@@ -177,6 +181,7 @@ class TurnTrace:
             dropped_seqs=self.dropped_seqs,
             summarized_seqs=self.summarized_seqs,
             loaded_seqs=loaded,
+            cut_seq=self.cut_seq,
         )
         return ContextWindow(tuple(entry.to_window() for entry in self.window), report)
 

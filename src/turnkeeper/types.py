@@ -57,6 +57,17 @@ class StrategyName(enum.StrEnum):
     RELEVANT = "relevant"
 
 
+class CutMode(enum.StrEnum):
+    """How a strategy that leaves older turns out chooses where its window starts."""
+
+    STABLE = "stable"
+    """At the session's stored cut point, which moves only when the window overflows: the
+    window's prefix stays the same from turn to turn (a provider bills it as cached)."""
+    SLIDE = "slide"
+    """At the oldest turn that fits, chosen again for every build: the most history the
+    budget holds, a start that moves by a turn or so every turn."""
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens the model reported for producing a message (input = prompt, output = completion).
@@ -105,6 +116,11 @@ class Session:
     usage_cache_creation_tokens: int = 0
     metadata: JSONObject = field(default_factory=dict)
     version: int = 0
+    cut_seq: int = 0
+    """The session's cut point: the seq the windows of strategies that leave older turns out
+    start from (0: none yet). It stays put while the window fits and moves when it overflows
+    (`docs/concepts/strategies.md`), so the window's prefix, and a provider's prompt cache of
+    it, stays the same from turn to turn; kept here so every process agrees on it."""
 
     def is_expired_at(self, now: datetime) -> bool:
         """True when the session is marked expired or is past its `expires_at`."""
@@ -560,6 +576,9 @@ class ContextReport:
     dropped_seqs: SeqRanges = NO_SEQS
     summarized_seqs: SeqRanges = NO_SEQS
     loaded_seqs: SeqRanges = NO_SEQS
+    cut_seq: int | None = None
+    """The cut point the window was built with: stored messages before this seq are left out
+    (the head aside). None when the strategy holds no cut point (`full`, or `cut="slide"`)."""
 
     @property
     def truncated(self) -> bool:
@@ -578,6 +597,8 @@ class ContextReport:
             lines.append(f"  dropped: seq {self.dropped_seqs}")
         if self.summarized_seqs:
             lines.append(f"  summarized: seq {self.summarized_seqs}")
+        if self.cut_seq is not None:
+            lines.append(f"  cut point: seq {self.cut_seq}")
         lines.extend(f"  marker: {marker}" for marker in self.markers)
         return "\n".join(lines)
 

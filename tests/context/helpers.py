@@ -9,11 +9,13 @@ from typing import Any
 from turnkeeper.context.builder import ContextBuilder
 from turnkeeper.context.formats import wire_name
 from turnkeeper.context.history import ListHistory
+from turnkeeper.context.selection import CutRule
 from turnkeeper.context.summarizer import Summarizer
 from turnkeeper.tokens import TokenCounter, counter_for
-from turnkeeper.types import ContextWindow, Message, MessageDraft, Role, StrategyName
+from turnkeeper.types import ContextWindow, CutMode, Message, MessageDraft, Role, StrategyName
 
 APPROX = counter_for("approx_chars4")
+SLIDE = CutRule(CutMode.SLIDE)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -121,7 +123,10 @@ def build(
     counter: TokenCounter = APPROX,
     stored_encoding: str | None = None,
     summarizer: Summarizer | None = None,
+    cut: CutRule = SLIDE,
 ) -> ContextWindow:
+    """The window `strategy` builds of `messages`; by default in `slide` mode, the rule most
+    of these tests pin (`cut` gives a stable rule and a stored cut point)."""
     builder = ContextBuilder(
         counter, stored_encoding=stored_encoding or counter.encoding, summarizer=summarizer
     )
@@ -133,6 +138,7 @@ def build(
         keep_recent=keep_recent,
         max_messages=max_messages,
         pending=pending,
+        cut=cut,
     )
 
 

@@ -18,6 +18,8 @@ from tests.conftest import postgres_schema
 from turnkeeper.service import Turnkeeper
 
 BACKENDS = ["sqlite", "postgres", "postgres+redis"]
+EVERY_BACKEND = ["memory", *BACKENDS]
+"""With `memory://` too: for tests that take `open_tk` with `indirect` parameters."""
 
 Opener = Callable[..., AbstractContextManager[Turnkeeper]]
 
@@ -28,7 +30,7 @@ def open_tk(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     overridden by name, as with `turnkeeper.open`)."""
     backend = request.param
     servers: dict[str, str] = {}
-    if backend != "sqlite":
+    if backend.startswith("postgres"):
         servers["postgres"] = request.getfixturevalue("postgres_server")
     if backend == "postgres+redis":
         servers["redis"] = request.getfixturevalue("redis_server")
@@ -37,7 +39,9 @@ def open_tk(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     @contextmanager
     def opener(**overrides: Any) -> Iterator[Turnkeeper]:
         with ExitStack() as stack:
-            if backend == "sqlite":
+            if backend == "memory":
+                url = "memory://"
+            elif backend == "sqlite":
                 url = f"sqlite:///{tmp_path / f'tk{next(counter)}.db'}"
             else:
                 url = stack.enter_context(postgres_schema(servers["postgres"]))

@@ -42,6 +42,16 @@ class SessionModel:
     """The stored messages of a session, seq = position + 1."""
 
     messages: list[Said] = field(default_factory=list)
+    cut: int = 0
+    """The cut point the store must hold: the last one a (non-preview) build reported, back to
+    0 when a deletion takes the messages from it on."""
+
+    def seq_of(self) -> dict[str, int]:
+        return {m.id: seq for seq, m in enumerate(self.messages, 1)}
+
+    def forget_cut_past_the_end(self) -> None:
+        if self.cut > len(self.messages):
+            self.cut = 0
 
     def by_id(self, message_id: str) -> Said | None:
         return next((m for m in self.messages if m.id == message_id), None)
@@ -179,3 +189,45 @@ def check_recalled(
     if before:
         first, last = key(before[0]), key(before[-1])
         assert all(key(e) < first or key(e) > last for e in after), "recalled into the newest"
+
+
+def unit_starts(visible: list[Said], seq_of: dict[str, int]) -> dict[str, int | None]:
+    """The seq each visible message's unit starts at (None for an orphan tool result): a tool
+    result answering the call right before its run starts at the call, and so does an internal
+    note inside that run before an answer; every other message starts its own unit."""
+    starts: dict[str, int | None] = {}
+    keys = order_keys(visible)
+    call: Said | None = None
+    for message in visible:
+        if message.role == "tool":
+            answered = call is not None and message.tool_call_id in call.call_ids()
+            starts[message.id] = seq_of[call.id] if answered and call is not None else None
+            continue
+        if message.internal and not message.tool_calls and call is not None:
+            moved = keys[message.id][0] != float(visible.index(message))
+            starts[message.id] = seq_of[call.id] if moved else seq_of[message.id]
+            continue
+        call = message if message.tool_calls else None
+        starts[message.id] = seq_of[message.id]
+    return starts
+
+
+def check_held_cut(window: ContextWindow, *, visible: list[Said], seq_of: dict[str, int]) -> None:
+    """A window held at a cut point (`report.cut_seq`) holds every visible message whose unit
+    starts at or after the cut, orphans aside, and nothing else stored but its head (the first
+    visible message, shown first) and its trigger's unit; no cut (0) means nothing but orphans
+    was left out."""
+    cut = window.report.cut_seq
+    assert cut is not None
+    starts = unit_starts(visible, seq_of)
+    held = {m.id for m in visible if (starts[m.id] or -1) >= cut}
+    stored = [e.message_id for e in window.messages if e.seq is not None]
+    if stored and visible and stored[0] == visible[0].id and window.messages[0].seq is not None:
+        held.discard(stored[0])  # the head
+        stored = stored[1:]
+    trigger = [i for i in stored if i not in held]
+    assert set(held) <= set(stored), (
+        f"held from seq {cut} but left out: {set(held) - set(stored)} {window}"
+    )
+    # what is not held is the trigger's unit: the newest messages, after everything held
+    assert all(seq_of[i] >= max((seq_of[h] for h in held), default=0) for i in trigger)

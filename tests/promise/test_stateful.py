@@ -33,11 +33,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.promise.conftest import Opener
-from tests.promise.model import Said, SessionModel, check_window
+import turnkeeper
+from tests.promise.conftest import EVERY_BACKEND, Opener
+from tests.promise.model import Said, SessionModel, check_held_cut, check_window, unit_starts
+from tests.promise.recount import PRIMING, openai_tokens
+from turnkeeper.context.formats import to_openai
 from turnkeeper.errors import Conflict, ContextBudgetExceeded, InvalidInput, InvalidMessage
 from turnkeeper.service import Turnkeeper
-from turnkeeper.types import NewMessage, StrategyName
+from turnkeeper.types import ContextMessage, ContextWindow, NewMessage, Role, StrategyName
 
 PROFILES = {
     "ci": settings(
@@ -75,7 +78,12 @@ CONTEXT_ARGS: dict[str, Any] = {
     "pending": st.sampled_from(["none", "none", "fresh", "fresh", "stored", "edited", "result"]),
     "text": texts,
     "agent": st.sampled_from([None, None, None, "planner"]),
+    "preview": st.sampled_from([False, False, True]),
 }
+HOLDS_CUT = {StrategyName.SLIDING_WINDOW, StrategyName.TRUNCATE, StrategyName.SUMMARIZE}
+"""The strategies that leave older turns out from a held cut point (`window_cut = "stable"`,
+the default, with watermarks 1.0 and 0.5); `recent` slides unless told otherwise."""
+HIGH, LOW = 1.0, 0.5
 
 
 MAX_LINES = 4
@@ -195,6 +203,7 @@ class Conversation(RuleBasedStateMachine):
         first = self.model.messages[:1]
         kept = keep_system and first and first[0].role == "system"
         self.model.messages = first if kept else []
+        self.model.forget_cut_past_the_end()
 
     @precondition(lambda self: len(self.model.messages) > 4 and self.serial % 3 == 0)
     @rule()
@@ -205,6 +214,7 @@ class Conversation(RuleBasedStateMachine):
             assert deleted is not None and deleted.id == self.model.messages.pop().id
         else:
             assert deleted is None
+        self.model.forget_cut_past_the_end()
 
     @rule(agent=st.sampled_from(["planner", "booker"]), text=texts)
     def agent_replies(self, agent: str, text: str) -> None:
@@ -226,7 +236,9 @@ class Conversation(RuleBasedStateMachine):
         assert origin is not None
         assert (origin.parent_id, origin.forked_at_seq) == (self.session_id, at_seq)
         assert branch.id in [b.session_id for b in self.tk.branches(self.session_id)]
-        self.lines[branch.id] = SessionModel(list(self.model.messages[:at_seq]))
+        cut = self.model.cut if self.model.cut <= at_seq else 0
+        assert branch.cut_seq == cut  # a branch starts at its source's cut point
+        self.lines[branch.id] = SessionModel(list(self.model.messages[:at_seq]), cut)
         if follow:
             self.session_id = branch.id
 
@@ -279,6 +291,7 @@ class Conversation(RuleBasedStateMachine):
         pending: str,
         text: str,
         agent: str | None,
+        preview: bool,
     ) -> None:
         STEPS["context"] += 1
         new = self._pending(pending, text)
@@ -290,7 +303,7 @@ class Conversation(RuleBasedStateMachine):
             return self.tk.context(
                 self.session_id, strategy=strategy, budget_tokens=budget_tokens,
                 reserved_tokens=reserved, keep_recent=keep_recent, model="gpt-4",
-                new_message=None if new is None else _new(new), agent=agent,
+                new_message=None if new is None else _new(new), agent=agent, preview=preview,
             )  # fmt: skip
 
         if limit - reserve <= 0:
@@ -314,6 +327,38 @@ class Conversation(RuleBasedStateMachine):
             budget=limit - reserve, pending=new,
             perspective=agent is not None,
         )  # fmt: skip
+        if agent is None and strategy in HOLDS_CUT:
+            self._check_cut(window, strategy, visible, budget=limit - reserve, preview=preview)
+        elif agent is None:
+            assert window.report.cut_seq is None  # `full` and `recent` hold no cut point
+
+    def _check_cut(
+        self,
+        window: ContextWindow,
+        strategy: StrategyName,
+        visible: list[Said],
+        *,
+        budget: int,
+        preview: bool,
+    ) -> None:
+        """The window holds what its cut point says (`check_held_cut`); a sliding window's cut
+        point moved only as the rule says (`_cut_moved_by_the_rule`); the store keeps it
+        unless the build was a preview."""
+        STEPS["cut_points_checked"] += 1
+        if not window.messages:  # nothing to answer: no window, no cut point
+            assert window.report.cut_seq is None
+            return
+        seq_of = self.model.seq_of()
+        check_held_cut(window, visible=visible, seq_of=seq_of)
+        cut = window.report.cut_seq
+        assert cut is not None
+        if strategy is StrategyName.SLIDING_WINDOW and window.messages:
+            _cut_moved_by_the_rule(window, visible, seq_of, before=self.model.cut, budget=budget)
+        if cut != self.model.cut:
+            STEPS["cut_previewed" if preview else "cut_moved"] += 1
+        if not preview:
+            self.model.cut = cut
+        assert self.tk.get_session(self.session_id).cut_seq == self.model.cut
 
     def _pending(self, kind: str, text: str) -> Said | None:
         stored = self.model.messages
@@ -333,7 +378,82 @@ class Conversation(RuleBasedStateMachine):
     def store_agrees_with_the_model(self) -> None:
         for session_id, model in self.lines.items():
             model.agrees_with(self.tk.history(session_id))
-            assert self.tk.get_session(session_id).message_count == len(model.messages)
+            stored = self.tk.get_session(session_id)
+            assert (stored.message_count, stored.cut_seq) == (len(model.messages), model.cut)
+
+
+def _cut_moved_by_the_rule(
+    window: ContextWindow,
+    visible: list[Said],
+    seq_of: dict[str, int],
+    *,
+    before: int,
+    budget: int,
+) -> None:
+    """A sliding window's cut point stays put while the window from it fits (`HIGH` of the
+    budget, a marker of the widest count reserved), moves forward only when that window does
+    not, to a window filling at most `LOW` of it, and back only into `LOW`.
+
+    The window from the old cut point is costed from the messages themselves, each as
+    `to_openai` sends it, recounted with tiktoken: head and trigger as this window has them,
+    plus every message whose unit starts at or after the old cut."""
+    cut = window.report.cut_seq or 0
+    units = unit_starts(visible, seq_of)
+    head = visible[0].id if visible else None
+    stored = [e for e in window.messages if e.seq is not None]
+    newest = max(stored, key=lambda e: e.seq or 0) if stored else None
+    # the unit every window keeps (none stored: the trigger is a pending turn alone)
+    trigger = None if newest is None else units[newest.message_id or ""] or newest.seq
+
+    def start(entry: ContextMessage) -> int:
+        return units[entry.message_id or ""] or 0
+
+    fixed = [
+        e for e in window.messages if e.kind not in ("marker", "summary")
+        and (e.seq is None or e.message_id == head or start(e) < cut or start(e) == trigger
+             or e is newest)
+    ]  # fmt: skip
+    fixed_ids = {e.message_id for e in fixed}
+
+    def held_from(start: int) -> set[str]:
+        found = {s.id for s in visible if (units[s.id] if units[s.id] is not None else -1) >= start}
+        return found - fixed_ids
+
+    widest = _note_tokens(
+        f"[Note: {len(visible)} older messages truncated to stay within token limit]"
+    )
+    held_before = [s for s in visible if s.id in held_from(before)]
+    cost_before = (
+        PRIMING + sum(e.tokens for e in fixed) + widest + sum(_tokens(s) for s in held_before)
+    )
+    if held_from(before) == held_from(cut):  # the same window: the cut point stayed
+        if cut:
+            assert cost_before <= budget * HIGH, f"held a cut point that overflows: {window}"
+        return
+    if cut == 0:  # everything fits now
+        return
+    if cut > before:
+        assert cost_before > budget * HIGH, f"moved from seq {before} though it fit: {window}"
+    if cut < before or held_from(cut):
+        assert window.report.tokens_used <= budget * LOW, f"moved to more than LOW: {window}"
+
+
+def _tokens(said: Said) -> int:
+    """What `said` costs in a window, as `to_openai` sends it (tiktoken, without priming)."""
+    entry = ContextMessage(
+        Role(said.role), said.content, 0, author=said.author, tool_calls=said.tool_calls,
+        tool_call_id=said.tool_call_id, internal=said.internal,
+    )  # fmt: skip
+    return openai_tokens(to_openai(_window_of(entry))) - PRIMING
+
+
+def _note_tokens(text: str) -> int:
+    return openai_tokens([{"role": "system", "content": text}]) - PRIMING
+
+
+def _window_of(entry: ContextMessage) -> ContextWindow:
+    report = turnkeeper.ContextReport("model", "s", 0, 0, 0, 0, 0, 0, 0, "cl100k_base")
+    return ContextWindow((entry,), report)
 
 
 def _fields(said: Said) -> dict[str, Any]:
@@ -365,6 +485,7 @@ def _budget(
     return limit, default_reserve if reserved is None else reserved
 
 
+@pytest.mark.parametrize("open_tk", EVERY_BACKEND, indirect=True)
 def test_the_public_api_keeps_every_promise_against_the_model(open_tk: Opener) -> None:
     with open_tk() as tk:
         Conversation.tk = tk

@@ -399,6 +399,8 @@ PASSED_THROUGH = (
     # TurnAttemptStore: shared state between processes, read as it changes: never cached.
     *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
     "message_seq_runs",  # SeqRunStore
+    # CutPointStore: the cut point is a field of the session row, which is never cached.
+    "move_cut_point",
     "search_messages",  # SearchStore
     "messages_with_words",  # WordMatchStore
 )

@@ -174,8 +174,9 @@ def _tour(ctx: Ctx, where: str) -> None:
             f"turnkeeper context {DEMO_KEY} --strategy {strategy} --budget {budget}{recent}{where}"
         )
         window = tk.context(
-            session, strategy=strategy, budget_tokens=budget, keep_recent=keep_recent
-        )
+            session, strategy=strategy, budget_tokens=budget, keep_recent=keep_recent,
+            preview=True,
+        )  # fmt: skip
         out.context(window, to_openai(window))
     out.command(f"turnkeeper stats {DEMO_KEY}{where}")
     out.session_stats(tk.session_stats(session))

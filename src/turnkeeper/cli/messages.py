@@ -207,6 +207,6 @@ def context(
         reserved_tokens=reserved,
         keep_recent=keep_recent, model=model, include_internal=internal, project=project,
         new_message=None if pending is None else NewMessage(role="user", content=pending),
-        agent=agent, trigger=trigger,
+        agent=agent, trigger=trigger, preview=True,
     )  # fmt: skip
     ctx.out.context(window, _payload(window, shape))

@@ -407,6 +407,8 @@ class Output:
             ("dropped", _counted(report.messages_dropped, report.dropped_seqs)),
             ("summarized", _counted(report.messages_summarized, report.summarized_seqs)),
         ]
+        if report.cut_seq is not None:
+            rows.append(("cut point", f"seq {report.cut_seq}" if report.cut_seq else "none"))
         if report.markers:
             rows.append(("markers", Text("\n".join(report.markers))))
         title = "[yellow]truncated[/]" if report.truncated else "[green]complete[/]"

@@ -17,7 +17,7 @@ from turnkeeper.context.history import History
 from turnkeeper.context.perspective import Perspective
 from turnkeeper.context.registry import Strategies
 from turnkeeper.context.retrieval import Retriever
-from turnkeeper.context.selection import Selection
+from turnkeeper.context.selection import CutRule, Selection
 from turnkeeper.context.strategies import Build, Strategy
 from turnkeeper.context.summarizer import ExtractiveSummarizer, Summarizer
 from turnkeeper.context.units import Turns
@@ -102,6 +102,7 @@ class ContextBuilder:
         pending: MessageDraft | None = None,
         session: Session | None = None,
         retriever: Retriever | None = None,
+        cut: CutRule | None = None,
     ) -> ContextWindow:
         """The window for the turn `pending` (or, without it, the newest stored message).
 
@@ -109,7 +110,9 @@ class ContextBuilder:
         are handed to the strategy (`Build`) for those that recall by relevance.
 
         `strategy` is a strategy object or a built-in's name. `budget` counts every message
-        of the window plus the reply priming. Raises `ContextBudgetExceeded` when the
+        of the window plus the reply priming. `cut` is the session's stored cut point and the
+        rule for it (default: a stable cut, none stored yet); the report names the cut point
+        the window holds (`ContextReport.cut_seq`), for the caller to store. Raises `ContextBudgetExceeded` when the
         triggering message (with its tool-call unit and, if anything is left out, the marker
         saying so) cannot fit, or for `full` when the whole history cannot; `InvalidInput`
         when there is no turn at all.
@@ -124,7 +127,13 @@ class ContextBuilder:
             selection = Selection(messages=(), left_out=0)
         else:
             options = Build(
-                self.counter, keep_recent, self.summarizer, max_messages, session, retriever
+                self.counter,
+                keep_recent,
+                self.summarizer,
+                max_messages,
+                session=session,
+                retriever=retriever,
+                cut=cut or CutRule(),
             )
             selection = chosen.select(turns, budget, options)
         return self._window(session_id, history, chosen.name, budget, selection)
@@ -222,6 +231,7 @@ class ContextBuilder:
             dropped_seqs=dropped,
             summarized_seqs=summarized,
             loaded_seqs=loaded,
+            cut_seq=selection.cut,
         )
 
     def _render(self, message: Message) -> ContextMessage:

@@ -8,11 +8,14 @@ A strategy (`context.strategies`) picks a window from a history's units and retu
 - whole units only, newest first, stopping at the first that does not fit, so that reading
   stops there too (cost grows with the window, not the conversation);
 - a marker exactly when a stored message was left out; its own tokens count, and since its
-  number's width changes its size, units are given up until it fits.
+  number's width changes its size, units are given up until it fits;
+- a window held at a cut point (`hold_cut`) keeps every unit from the cut on while they fit,
+  so its start, its marker and its prefix stay the same from turn to turn.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -22,7 +25,7 @@ from turnkeeper.context.units import Turns, Unit
 from turnkeeper.errors import ContextBudgetExceeded
 from turnkeeper.logs import get_logger
 from turnkeeper.tokens import REPLY_PRIMING, TokenCounter
-from turnkeeper.types import ContextMessage, Message, Role
+from turnkeeper.types import ContextMessage, CutMode, Message, Role
 
 SUMMARY_PREFIX = "Previous conversation summary: "
 
@@ -51,6 +54,21 @@ def full_marker(left_out: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class CutRule:
+    """Where a window that leaves older turns out starts: the mode, the session's stored cut
+    point, and the watermarks (shares of the budget, and of a message limit) at which it
+    moves and to which it frees the window."""
+
+    mode: CutMode = CutMode.STABLE
+    seq: int = 0
+    """The session's cut point as stored (0: none yet)."""
+    high: float = 1.0
+    """The cut point moves once the window from it would fill more than this share."""
+    low: float = 0.5
+    """A moved cut point leaves the window filling at most this share."""
+
+
+@dataclass(frozen=True, slots=True)
 class Selection:
     """What a strategy chose: the window's entries in order, and what it left out.
 
@@ -63,6 +81,8 @@ class Selection:
     messages: tuple[ContextMessage, ...]
     left_out: int
     summarized: tuple[int, ...] = ()
+    cut: int | None = None
+    """The cut point the window holds (`hold_cut`); None for a strategy that holds none."""
 
 
 @dataclass(slots=True)
@@ -105,13 +125,15 @@ class Plan:
         notes = [entry for entry in (self.head, self.note) if entry is not None]
         return (*notes, *body, *self.trigger.messages)
 
-    def selection(self, loaded: Iterable[Message], *, summarized: bool = False) -> Selection:
+    def selection(
+        self, loaded: Iterable[Message], *, summarized: bool = False, cut: int | None = None
+    ) -> Selection:
         """The selection; with `summarized`, the loaded messages left out are the summary's."""
         if not summarized:
-            return Selection(self.messages(), self.left_out)
+            return Selection(self.messages(), self.left_out, cut=cut)
         kept = {message.seq for message in self.messages() if message.seq is not None}
         out = tuple(message.seq for message in loaded if message.seq not in kept)
-        return Selection(self.messages(), self.left_out, summarized=out)
+        return Selection(self.messages(), self.left_out, summarized=out, cut=cut)
 
 
 def system_note(counter: TokenCounter, text: str, kind: str = "marker") -> ContextMessage:
@@ -148,6 +170,69 @@ def take_tail(plan: Plan, older: Iterator[Unit], budget: int, *, limit: int | No
         plan.older.append(unit)
         stored += unit.stored
         used += unit.tokens
+
+
+def hold_cut(
+    plan: Plan,
+    older: Iterator[Unit],
+    budget: int,
+    *,
+    limit: int | None,
+    rule: CutRule,
+    reserve: int,
+) -> None:
+    """Add the units a window held at `rule.seq` keeps: every unit from the cut point on
+    while the window fits `rule.high` of the budget (and of `limit` stored messages); when it
+    does not, only the newest units that fit `rule.low` of them (the cut moves forward and
+    frees the rest). Older units that fit `rule.low` are kept too, which moves a cut point
+    back only when the budget grew: after a move the window fills up to `rule.low`, and later
+    turns only add to it. `reserve` is kept free for the marker throughout.
+
+    Reads newest first and stops at the first unit the window will not hold, so a build
+    costs what its window holds. Orphans are skipped, as by `take_tail`."""
+    low_tokens, high_tokens = budget * rule.low, budget * rule.high
+    low_count = None if limit is None else math.floor(limit * rule.low)
+    used, stored = plan.tokens + reserve, plan.included
+    taken: list[Unit] = []
+    within_low, orphans, unmarked = 0, False, False
+    for unit in older:
+        if unit.orphan:
+            orphans = True
+            continue
+        used, stored = used + unit.tokens, stored + unit.stored
+        if used <= low_tokens and (low_count is None or stored <= low_count):
+            taken.append(unit)
+            within_low = len(taken)
+            continue
+        if first_seq(unit) >= rule.seq:
+            if used - reserve <= high_tokens and (limit is None or stored <= limit):
+                # past `high` only by the marker's reserve: it fits if nothing is left out
+                unmarked = unmarked or used > high_tokens
+                taken.append(unit)
+                continue
+            del taken[within_low:]  # the window from the cut overflows: move it to `low`
+        elif unmarked:  # something older is left out after all
+            del taken[within_low:]
+        break
+    else:
+        if unmarked and orphans:
+            del taken[within_low:]
+    plan.older.extend(taken)
+
+
+def first_seq(unit: Unit) -> int:
+    """The lowest stored seq in `unit` (a unit of only a pending turn: none, so 0)."""
+    return min((message.seq for message in unit.messages if message.seq is not None), default=0)
+
+
+def cut_of(plan: Plan, after: int) -> int:
+    """The cut point `plan` holds: its oldest kept stored seq below the trigger's, or, when it
+    keeps nothing older, the trigger's own (`after`: the next seq when it is not stored yet);
+    0 when nothing is left out."""
+    if not plan.left_out:
+        return 0
+    seqs = [first_seq(unit) for unit in plan.older] or [first_seq(plan.trigger) or after]
+    return min(seqs)
 
 
 def fit_marker(plan: Plan, budget: int, marker: Marker, counter: TokenCounter) -> None:

@@ -155,6 +155,10 @@ class Turns:
         """True when `message` is the oldest stored message of the history."""
         return message.seq is not None and self._history.count_before(message.seq) == 0
 
+    def next_seq(self) -> int:
+        """The seq the next stored message will have (a pending turn's, once stored)."""
+        return 1 if self._newest is None else (self._newest.seq or 0) + 1
+
     def _seq_of_newest(self) -> int | None:
         return None if self._newest is None else self._newest.seq
 

@@ -260,7 +260,7 @@ def build_server(
             window = tk.context(
                 session_in(session, scope), strategy=strategy, budget_tokens=budget_tokens,
                 reserved_tokens=reserved_tokens, keep_recent=keep_recent, model=model,
-                project=scope,
+                project=scope, preview=True,
             )  # fmt: skip
             return {"messages": turnkeeper.to_openai(window), "report": window.report}
 

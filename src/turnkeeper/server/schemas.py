@@ -346,6 +346,11 @@ class ContextReportPublic(BaseModel):
     loaded_seqs: list[SeqRun] = Field(
         description="The messages the build read, as runs of seqs (`messages_loaded` of them)."
     )
+    cut_seq: int | None = Field(
+        None,
+        description="The session's cut point the window is held at: stored messages before it "
+        "are left out, the head aside (0: none; null: the strategy holds none).",
+    )
 
     @classmethod
     def from_domain(cls, report: ContextReport) -> ContextReportPublic:
@@ -357,7 +362,7 @@ class ContextReportPublic(BaseModel):
             budget=report.budget, encoding=report.encoding, truncated=report.truncated,
             markers=list(report.markers), dropped_seqs=seq_runs(report.dropped_seqs),
             summarized_seqs=seq_runs(report.summarized_seqs),
-            loaded_seqs=seq_runs(report.loaded_seqs),
+            loaded_seqs=seq_runs(report.loaded_seqs), cut_seq=report.cut_seq,
         )  # fmt: skip
 
 

@@ -68,6 +68,11 @@ class TracePublic(BaseModel):
     summary_covers_to_seq: int | None = Field(
         description="The summary checkpoint used (the seq it covers to), if any."
     )
+    cut_seq: int | None = Field(
+        None,
+        description="The session's cut point the window was held at (0: none yet; null: the "
+        "strategy holds none, or the trace is older than cut points).",
+    )
     tokens_sent: int = Field(description="Tokens of the window as counted (reply priming too).")
     usage: UsagePublic | None = Field(description="The upstream's own count, when it sent one.")
     latency_ms: int = Field(description="From asking the model to its whole answer.")

@@ -12,7 +12,7 @@ agent's perspective asks `tk.agents` where the agent stands.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnkeeper import telemetry
 from turnkeeper.cache.windows import Rendered, WindowCache
@@ -20,11 +20,12 @@ from turnkeeper.context.builder import ContextBuilder, record_build
 from turnkeeper.context.history import StoreHistory
 from turnkeeper.context.registry import Strategies
 from turnkeeper.context.retrieval import FullTextRetriever
+from turnkeeper.context.selection import CutRule
 from turnkeeper.context.strategies import Strategy
 from turnkeeper.errors import InvalidInput
 from turnkeeper.service.core import AgentPositions, Core, SessionRef, agent_name, refuse_expired
 from turnkeeper.service.messages import Messages
-from turnkeeper.storage.base import check_retry
+from turnkeeper.storage.base import CutPointStore, check_retry
 from turnkeeper.tokens import counter_for, encoding_for_model
 from turnkeeper.types import ContextWindow, Message, MessageDraft, NewMessage, Session, StrategyName
 from turnkeeper.validation import check_non_negative, check_positive, window_budget
@@ -41,6 +42,7 @@ class _Request:
     encoding: str
     pending: MessageDraft | None
     stored_pending: Message | None
+    preview: bool = False
 
 
 class Windows:
@@ -106,6 +108,7 @@ class Windows:
         agent: str | None = None,
         trigger: int | None = None,
         max_tokens: int | None = None,
+        preview: bool = False,
     ) -> ContextWindow:
         """Build the message list the model sees for the next turn, within `budget_tokens`
         (less `reserved_tokens`; see `budget_for`). `max_tokens` is the budget's old name,
@@ -121,7 +124,8 @@ class Windows:
         the full history before the trigger (`new_message`, else the stored message with seq
         `trigger`, else the newest), others' turns attributed, the "while you were away" block
         after its `last_processed_seq`, the marker, the trigger; `strategy` does not apply, and
-        the older history is summarized only when the whole does not fit the budget.
+        the older history is summarized only when the whole does not fit the budget. A
+        `preview` stores nothing, not even where the session's cut point moved (`_held`).
 
         Raises `SessionExpired` for an expired session and `ContextBudgetExceeded` when the
         triggering message alone cannot fit.
@@ -147,7 +151,7 @@ class Windows:
         )
         if agent is not None:
             return self._perspective(request, agent_name("agent", agent), trigger)
-        return self._build(request, chosen)
+        return self._held(replace(request, preview=preview), chosen)
 
     def _request(
         self,
@@ -201,14 +205,22 @@ class Windows:
             pending=None if request.stored_pending is not None else request.pending,
             session=request.session,
             retriever=self._retriever,
+            cut=self._cut_rule(request.session),
         )
         if key is not None:
             rendered = Rendered(version, request.encoding, builder.rendered)
+            held = window.report.cut_seq
+            if held is not None and not request.preview:  # the cut point it is stored at now
+                key = self._cache_key(request, strategy, cut=held)
             self._remembered.put(session_id, key, window, rendered)
         return window
 
-    def _cache_key(self, request: _Request, strategy: Strategy) -> Hashable | None:
-        """What a remembered window must have been built from, the session's version first;
+    def _cache_key(
+        self, request: _Request, strategy: Strategy, *, cut: int | None = None
+    ) -> Hashable | None:
+        """What a remembered window must have been built from, the session's version first,
+        then its cut point (`cut`, else the stored one: a build that moved the cut point is
+        remembered under the new one, from which the same build gives the same window);
         None for a build whose window is not remembered (caches off, a pending turn, a
         strategy that may call a model and write checkpoints, or one whose window depends on
         more than the stored session: `window_per_version`)."""
@@ -218,9 +230,42 @@ class Windows:
         if not strategy.window_per_version:
             return None
         return (
-            request.session.version, strategy, request.budget, request.include_internal,
-            request.keep_recent, self.core.settings.max_history_messages, request.encoding,
+            request.session.version,
+            request.session.cut_seq if cut is None else cut,
+            strategy, request.budget,
+            request.include_internal, request.keep_recent,
+            self.core.settings.max_history_messages, request.encoding,
         )  # fmt: skip
+
+    def _cut_rule(self, session: Session) -> CutRule:
+        """The session's stored cut point, under the settings' rule for it."""
+        settings = self.core.settings
+        return CutRule(
+            settings.window_cut, session.cut_seq,
+            high=settings.cut_high_watermark, low=settings.cut_low_watermark,
+        )  # fmt: skip
+
+    def _held(self, request: _Request, strategy: Strategy) -> ContextWindow:
+        """The window `strategy` selects (`_build`), with the cut point it holds stored when
+        it moved (not for a preview): with the version the window was built from, so a build
+        of an older state never overwrites the cut point of a newer one
+        (`CutPointStore.move_cut_point`)."""
+        window = self._build(request, strategy)
+        session, cut = request.session, window.report.cut_seq
+        if request.preview or cut is None or cut == session.cut_seq:
+            return window
+        store = self.core.store
+        if not isinstance(store, CutPointStore):
+            return window
+        if not store.move_cut_point(session.id, cut, version=session.version):
+            # A build that saved a summary checkpoint moved the version itself: the history
+            # is the one the window was built from while no message came or went meanwhile.
+            now = store.get_session(session.id) if strategy.uses_checkpoints else session
+            if now is not session and (now.last_seq, now.message_count) == (
+                session.last_seq, session.message_count,
+            ):  # fmt: skip
+                store.move_cut_point(session.id, cut, version=now.version)
+        return window
 
     def _perspective(self, request: _Request, agent: str, trigger: int | None) -> ContextWindow:
         """`agent`'s view of the session (see `context`), summarized with checkpoints when the

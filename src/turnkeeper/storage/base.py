@@ -8,6 +8,7 @@ explicitly, so one store serves any number of sessions and processes.
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
 `ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `TurnAttemptStore`,
+`CutPointStore`,
 `SessionLookupStore`, `VersionedReadStore`, `KnownVersionReadStore`, `SeqRunStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
@@ -60,6 +61,7 @@ __all__ = [
     "AdminStore",
     "AgentStateStore",
     "ApiKeyStore",
+    "CutPointStore",
     "ForkStore",
     "FullStore",
     "KnownVersionReadStore",
@@ -276,6 +278,27 @@ class SummaryStore(Protocol):
         """Store a checkpoint unless one covering the same seq exists; returns the stored one
         (the first writer wins, so concurrent builders agree). Storing bumps the session's
         `version`; a checkpoint that lost changes nothing. Raises `SessionNotFound`."""
+        ...
+
+
+@runtime_checkable
+class CutPointStore(Protocol):
+    """A session's cut point (`Session.cut_seq`): where the windows of a strategy that leaves
+    older turns out start, kept with the session so that every process and replica builds
+    the same window from it.
+
+    Read with the session (it is a field of `Session`). It is bookkeeping of the windows, not
+    a change to the conversation: moving it neither bumps the session's `version` nor its
+    `updated_at` (no cached read depends on it; a build reads the session row first). A
+    deletion that takes the messages at or after it (`reset_session`, `delete_last_message`)
+    puts it back to 0 (none), and a branch (`ForkStore.fork_session`) starts with its
+    source's cut point, or 0 when the cut is past the fork point."""
+
+    def move_cut_point(self, session_id: str, cut_seq: int, *, version: int) -> bool:
+        """Store `cut_seq` as the session's cut point if the session is still at `version`
+        (the one the window that moved it was built from): a compare-and-set, so a build of
+        an older state never overwrites one of a newer state. True when stored; False when
+        the session moved on or is gone (the next build moves the cut point again)."""
         ...
 
 
@@ -593,6 +616,7 @@ class FullStore(
     TransferStore,
     ForkStore,
     TurnAttemptStore,
+    CutPointStore,
     Protocol,
 ):
     """A store with every capability the service uses (what the bundled backends offer).

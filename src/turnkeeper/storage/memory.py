@@ -102,11 +102,15 @@ class _Log:
         return self.session
 
     def recompute_totals(self, now: datetime) -> Session:
+        """The totals of the messages left; a cut point past the last of them goes back to 0
+        (`CutPointStore`)."""
         self.words, self.indexed_to = {}, 0
         messages = self.messages.values()
+        last_seq = max(self.messages, default=0)
         return self.bump(
             message_count=len(self.messages),
-            last_seq=max(self.messages, default=0),
+            last_seq=last_seq,
+            cut_seq=0 if self.session.cut_seq > last_seq else self.session.cut_seq,
             stored_tokens=sum(m.tokens for m in messages),
             usage_input_tokens=sum(m.usage.input_tokens for m in messages if m.usage),
             usage_output_tokens=sum(m.usage.output_tokens for m in messages if m.usage),
@@ -368,6 +372,14 @@ class InMemoryStore:
         query = MessageQuery(from_seq=from_seq, to_seq=to_seq, include_internal=include_internal)
         return SeqRanges.of(m.seq for m in self._messages(session_id) if query.selects(m))
 
+    def move_cut_point(self, session_id: str, cut_seq: int, *, version: int) -> bool:
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None or log.session.version != version:
+                return False
+            log.session = dataclasses.replace(log.session, cut_seq=cut_seq)
+            return True
+
     def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
         with self._lock:
             log = self._log(session_id)
@@ -495,6 +507,7 @@ class InMemoryStore:
                 for agent, state in source.agents.items()
             }
             self._forks[branch_id] = Branch(branch_id, source_id, at_seq, now)
+            branch.session = dataclasses.replace(branch.session, cut_seq=source.session.cut_seq)
             return _copy(branch.recompute_totals(now))
 
     def list_branches(self, session_id: str) -> list[Branch]:

@@ -25,6 +25,7 @@ from turnkeeper.storage.base import (
     TurnAttemptStore,
 )
 from turnkeeper.testing.core import StoreContract
+from turnkeeper.testing.cut_points import CutPointContract
 from turnkeeper.testing.forks import ForkContract
 from turnkeeper.testing.values import LATER, MISSING, NOW, draft, new_session
 from turnkeeper.types import (
@@ -602,6 +603,7 @@ class FullStoreContract(
     TransferContract,
     ForkContract,
     TurnAttemptContract,
+    CutPointContract,
 ):
     """Every contract but locking: what a store standing in for the bundled ones must pass."""
 

@@ -69,9 +69,17 @@ async def build_context(
         int | None,
         Query(gt=0, le=MAX_WHOLE, description="Seq of the message to answer (default: newest)."),
     ] = None,
+    preview: Annotated[
+        bool,
+        Query(
+            description="True (default): nothing stored changes. False: the window is the one "
+            "sent next, and the session's cut point moves with it (a client that sends it)."
+        ),
+    ] = True,
 ) -> ContextResponse:
-    """Build the window for the next turn under a token budget (nothing stored changes).
-    With `agent`, the window is that agent's perspective of the conversation."""
+    """Build the window for the next turn under a token budget (by default nothing stored
+    changes: `preview=false` stores where the session's cut point moved, for a client that
+    sends the window). With `agent`, the window is that agent's perspective."""
     # A hot route: async, with a thread for the build only (see routes.messages).
     window = await run_in_threadpool(
         functools.partial(
@@ -79,6 +87,7 @@ async def build_context(
             budget_tokens=window_budget(budget_tokens, max_tokens),
             reserved_tokens=reserved_tokens, keep_recent=keep_recent, model=model,
             include_internal=include_internal, project=access.scope, agent=agent, trigger=trigger,
+            preview=preview,
         )
     )  # fmt: skip
     system, messages = _shaped(window, format)

@@ -264,7 +264,7 @@ def _preview(tk: Turnkeeper, session: Session, scope: str | None, asked: Preview
             session, strategy=asked.strategy, model=asked.model or None, project=scope,
             agent=asked.agent or None,
             budget_tokens=_number("budget_tokens", asked.budget_tokens),
-            keep_recent=_number("keep_recent", asked.keep_recent),
+            keep_recent=_number("keep_recent", asked.keep_recent), preview=True,
         )  # fmt: skip
     except TurnkeeperError as exc:
         return Preview(**dataclasses.asdict(asked), error=public_detail(exc))

@@ -21,7 +21,7 @@ from turnkeeper.types import MessageQuery, SessionFilter
 SESSION_COLUMNS = (
     "id, key, project, subject, kind, title, phase, status, created_at, updated_at, expires_at,"
     " message_count, last_seq, stored_tokens, usage_input_tokens, usage_output_tokens,"
-    " usage_cache_read_tokens, usage_cache_creation_tokens, metadata, version"
+    " usage_cache_read_tokens, usage_cache_creation_tokens, metadata, version, cut_seq"
 )
 MESSAGE_COLUMNS = (
     "id, session_id, seq, role, author, content, internal, created_at, tokens,"
@@ -42,7 +42,7 @@ INSERT_SESSION_IF_KEY_FREE = (
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
 MESSAGE_ROW = f"({', '.join('?' * 16)})"
 INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES {MESSAGE_ROW}"
-IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 20)})"
+IMPORT_SESSION = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({', '.join('?' * 21)})"
 SELECT_MESSAGES_BY_ID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id IN "  # then `placeholders(len(ids))`; message ids are scoped to their session
 FIND_BY_KEY = (
     f"SELECT {SESSION_COLUMNS} FROM sessions WHERE project = ? AND key = ?"
@@ -77,6 +77,8 @@ ADD_TOTALS = (
 RECOMPUTE_TOTALS = (
     "UPDATE sessions SET"
     " message_count = (SELECT count(*) FROM messages WHERE session_id = sessions.id),"
+    " cut_seq = CASE WHEN cut_seq > (SELECT coalesce(max(seq), 0) FROM messages"
+    "   WHERE session_id = sessions.id) THEN 0 ELSE cut_seq END,"
     " last_seq = (SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = sessions.id),"
     " stored_tokens = (SELECT coalesce(sum(tokens), 0) FROM messages"
     "   WHERE session_id = sessions.id),"
@@ -91,6 +93,8 @@ RECOMPUTE_TOTALS = (
     " updated_at = ?, version = version + 1"
     f" WHERE id = ? RETURNING {SESSION_COLUMNS}"
 )
+MOVE_CUT_POINT = "UPDATE sessions SET cut_seq = ? WHERE id = ? AND version = ?"
+"""`CutPointStore.move_cut_point`: a compare-and-set on the version, which it leaves as is."""
 RESTORE_IMPORTED = "UPDATE sessions SET updated_at = ?, version = ? WHERE id = ?"
 """After an import's totals are recomputed: the session's own time and version, as exported."""
 RESET_MESSAGES = "DELETE FROM messages WHERE session_id = ?"
@@ -210,6 +214,12 @@ COPY_SUMMARIES = (
     f"INSERT INTO summaries ({SUMMARY_COLUMNS}) SELECT ?, covers_to_seq, text, tokens, method,"
     " created_at FROM summaries WHERE session_id = ? AND covers_to_seq <= ?"
 )
+COPY_CUT_POINT = (
+    "UPDATE sessions SET cut_seq = (SELECT cut_seq FROM sessions AS source WHERE source.id = ?)"
+    " WHERE id = ?"
+)
+"""A branch starts at its source's cut point (`RECOMPUTE_TOTALS` then drops one past the
+fork point), so its first window is the prefix its source's provider cache holds."""
 COPY_AGENT_STATES = (
     f"INSERT INTO agent_states ({AGENT_STATE_COLUMNS}) SELECT ?, agent,"
     " CASE WHEN last_processed_seq > ? THEN CAST(? AS INTEGER) ELSE last_processed_seq END,"
@@ -233,6 +243,7 @@ def fork_copies(branch_id: str, source_id: str, at_seq: int) -> list[tuple[str, 
         (COPY_TRACES, prefix),
         (COPY_SUMMARIES, prefix),
         (COPY_AGENT_STATES, (branch_id, at_seq, at_seq, source_id)),
+        (COPY_CUT_POINT, (source_id, branch_id)),
     ]
 
 

@@ -248,6 +248,7 @@ def imported_session_params(session: Session, d: Dialect) -> tuple[Any, ...]:
         0,
         d.encode_json(dict(session.metadata)),
         session.version,
+        session.cut_seq,
     )
 
 

@@ -397,6 +397,12 @@ MIGRATIONS: tuple[Migration, ...] = (
                 usage_cache_read_tokens, usage_cache_creation_tokens)""",
         ),
     ),
+    # Where the windows of a strategy that leaves older turns out start (`CutPointStore`): kept
+    # with the session, so that every process builds the same window and its prefix stays
+    # cacheable from turn to turn.
+    Migration.written_once(
+        13, "cut points", "ALTER TABLE sessions ADD COLUMN cut_seq INTEGER NOT NULL DEFAULT 0"
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

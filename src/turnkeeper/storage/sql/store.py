@@ -666,6 +666,10 @@ class SQLStore:
             raise NotFound(f"API key {key_id!r} not found")
         return api_key_from_row(row, self.dialect)
 
+    def move_cut_point(self, session_id: str, cut_seq: int, *, version: int) -> bool:
+        with self._transaction() as tx:
+            return bool(tx.execute(queries.MOVE_CUT_POINT, (cut_seq, session_id, version)).rowcount)
+
     def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
         with self._transaction() as tx:
             self._locked_session(tx, session_id)

@@ -463,5 +463,6 @@ PASSED_THROUGH = (
     "lookup_session",  # SessionLookupStore
     *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
     "message_seq_runs",  # SeqRunStore
+    "move_cut_point",  # CutPointStore
 )
 """The optional methods that carry no user content: handed straight to the inner store."""

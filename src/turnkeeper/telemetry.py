@@ -503,6 +503,11 @@ def _operations() -> frozenset[str]:
     )
 
 
+_OPERATION_NAMES = {"append_messages_versioned": "append_messages"}
+"""Span names of store methods that are another's variant: an append is `append_messages`
+whether or not the cache in front asked for the version it wrote."""
+
+
 def _db_system(url: str) -> str:
     scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
     return {"postgres": "postgresql", "postgresql": "postgresql"}.get(scheme, scheme)
@@ -524,14 +529,15 @@ class TracedStore:
         value = getattr(self.inner, name)
         if name not in self._traced or not callable(value):
             return value
-        attributes = {"db.system.name": self._system, "db.operation.name": name}
+        operation_name = _OPERATION_NAMES.get(name, name)
+        attributes = {"db.system.name": self._system, "db.operation.name": operation_name}
         from turnkeeper.errors import NotFound
 
         @functools.wraps(value)
         def operation(*args: Any, **kwargs: Any) -> Any:
             if tracer() is None:
                 return value(*args, **kwargs)
-            with span(name, attributes, client=True, answers=(NotFound,)):
+            with span(operation_name, attributes, client=True, answers=(NotFound,)):
                 return value(*args, **kwargs)
 
         cast(MutableMapping[str, Any], self.__dict__)[name] = operation  # found directly next time

@@ -232,7 +232,9 @@ def test_a_rendered_request_has_the_tokens_turnkeeper_counts_and_two_breakpoints
     with turnkeeper.open(f"sqlite:///{tmp_path / 'w.db'}") as tk:
         session, _ = tk.get_or_create_session("w")
         _append(tk, session, conversation.turns[:120])
-        window = tk.context(session, strategy="sliding_window", budget_tokens=2000)
+        # 4,000 tokens: a held window is about half of it, over Anthropic's smallest cacheable
+        # prefix (1,024 tokens), so the library places its breakpoints
+        window = tk.context(session, strategy="sliding_window", budget_tokens=4000)
     request = rendering.openai(window)
     assert sum(len(message) for message in request) == window.report.tokens_used
     sent = with_breakpoints(turnkeeper.to_anthropic(window))

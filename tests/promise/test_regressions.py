@@ -11,6 +11,7 @@ import pytest
 from tests.promise.recount import openai_tokens
 from turnkeeper.cache import keys
 from turnkeeper.context.formats import to_openai
+from turnkeeper.context.strategies import Truncate
 from turnkeeper.errors import Conflict, ContextBudgetExceeded, InvalidInput, InvalidMessage
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import MessageQuery, NewMessage
@@ -160,15 +161,14 @@ def test_truncate_with_an_explicit_budget_reserves_nothing_unless_asked(
     opened: Turnkeeper,
 ) -> None:
     session_id = chat(opened, 40)
-    window = opened.context(session_id, strategy="truncate", budget_tokens=400)
+    truncate = Truncate(cut="slide")  # the budget filled, not held at a cut point
+    window = opened.context(session_id, strategy=truncate, budget_tokens=400)
     assert window.report.budget == 400
     assert 300 < window.report.tokens_used <= 400
     assert window.messages[1].content == "[Earlier messages truncated]"
-    reserved = opened.context(
-        session_id, strategy="truncate", budget_tokens=400, reserved_tokens=100
-    )
+    reserved = opened.context(session_id, strategy=truncate, budget_tokens=400, reserved_tokens=100)
     assert reserved.report.budget == 300
-    default = opened.context(session_id, strategy="truncate")
+    default = opened.context(session_id, strategy=truncate)
     assert default.report.budget == 6000 - 4500  # the default reserve of the default budget
 
 

@@ -53,6 +53,6 @@ def test_the_hot_routes_document_their_parameters_and_key(service: Service) -> N
     assert [p["name"] for p in context["parameters"]] == [
         "session", "strategy", "budget_tokens", "max_tokens", "reserved_tokens", "keep_recent",
         "model",
-        "include_internal", "format", "agent", "trigger", "project",
+        "include_internal", "format", "agent", "trigger", "preview", "project",
     ]  # fmt: skip
     assert append["security"] == context["security"] == [{"ApiKey": []}]

@@ -54,7 +54,10 @@ def _cold_build(url: str, session_id: str) -> tuple[int, list[str], int]:
         conn = store._connection()
         conn.set_progress_handler(step, 1)
         conn.set_trace_callback(statements.append)
-        window = tk.context(session_id, strategy="sliding_window", budget_tokens=BUDGET)
+        # a preview: the build reads, and stores no cut point (a write is not what is counted)
+        window = tk.context(
+            session_id, strategy="sliding_window", budget_tokens=BUDGET, preview=True
+        )
     return steps, statements, window.report.messages_loaded
 
 

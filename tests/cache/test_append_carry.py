@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
+import turnkeeper
 from tests.conftest import make_sqlite_store
 from turnkeeper.cache import CachedStore, SessionLRU
 from turnkeeper.cache.lru import weigh
@@ -109,3 +110,22 @@ def test_carried_pages_are_what_the_store_answers(
                 cached = read_messages_at(store, session.id, version, query)
                 assert cached == store.inner.read_messages(session.id, query)
         store.close()
+
+
+def test_a_turn_after_an_append_reads_no_messages_with_the_default_configuration(
+    tmp_path: Path,
+) -> None:
+    """Through `turnkeeper.open` as users call it: the window after an append is built from
+    the pages the append carried, and holds the appended message."""
+    with turnkeeper.open(f"sqlite:///{tmp_path / 'default.db'}") as tk:
+        session = tk.create_session(key="chat")
+        tk.append(session, "system", "Be brief.")
+        for turn in range(5):
+            tk.append(session, "user", f"question {turn}")
+            tk.append(session, "assistant", f"answer {turn}")
+        tk.context(session, strategy="sliding_window", budget_tokens=2000)
+        before = misses()
+        tk.append(session, "user", "one more")
+        window = tk.context(session, strategy="sliding_window", budget_tokens=2000)
+        assert window.messages[-1].content == "one more"
+        assert misses() == before

@@ -34,6 +34,7 @@ from turnkeeper.errors import SessionNotFound
 from turnkeeper.storage.base import (
     AdminStore,
     Store,
+    StoreWrapper,
     SummaryStore,
     VersionedAppendStore,
     VersionedReadStore,
@@ -42,13 +43,7 @@ from turnkeeper.types import (
     Message,
     MessageDraft,
     MessageQuery,
-    NewSession,
-    Page,
-    Session,
-    SessionFilter,
-    SessionPatch,
     SessionStats,
-    SessionStatus,
     SummaryCheckpoint,
 )
 
@@ -95,14 +90,13 @@ def _dump(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode()
 
 
-class CachedStore:
+class CachedStore(StoreWrapper):
     """`Store` over another store, with an in-process LRU and/or Redis in front of its reads.
 
-    It has the capabilities of the store it wraps, and only those: the optional methods
-    (`PASSED_THROUGH`) that `inner` has are its own methods, bound on this object, so
-    `isinstance(cached, SummaryStore)` answers as it would for `inner`. The cached reads of a
-    capability (`latest_summary`, `session_stats`) sit beside the methods passed through and
-    are reached only through the capability that has them."""
+    It has the capabilities of the store it wraps, and only those (`StoreWrapper`; the methods
+    it hands straight on are `PASSED_THROUGH`). The cached reads of a capability
+    (`latest_summary`, `session_stats`) sit beside the methods passed through and are reached
+    only through the capability that has them."""
 
     def __init__(
         self,
@@ -111,23 +105,12 @@ class CachedStore:
         lru: SessionLRU | None = None,
         redis: RedisCache | None = None,
     ) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner, PASSED_THROUGH)
         self.lru = lru
         self.redis = redis
         self._ns = keys.namespace(inner.url)
-        for name in PASSED_THROUGH:
-            method = getattr(inner, name, None)
-            if method is not None:
-                setattr(self, name, method)
         if isinstance(inner, VersionedAppendStore):
             self.append_messages_versioned = self._append
-
-    def __getattr__(self, name: str) -> Any:
-        """Backend extras outside the contract (`schema_version`, `path`, …) stay reachable."""
-        if name == "inner":  # not set yet (e.g. while unpickling): don't recurse
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     # -- the cache rule ---------------------------------------------------------------------
 
@@ -251,45 +234,6 @@ class CachedStore:
 
     # -- the rest of the core goes to the store ---------------------------------------------
 
-    def find_messages(self, session_id: str, ids: Sequence[str]) -> dict[str, Message]:
-        return self.inner.find_messages(session_id, ids)
-
-    def meta(self, name: str, default: str) -> str:
-        return self.inner.meta(name, default)
-
-    def create_session(self, new: NewSession, *, now: datetime) -> Session:
-        return self.inner.create_session(new, now=now)
-
-    def get_or_create_session(self, new: NewSession, *, now: datetime) -> tuple[Session, bool]:
-        return self.inner.get_or_create_session(new, now=now)
-
-    def get_session(self, session_id: str) -> Session:
-        return self.inner.get_session(session_id)
-
-    def find_session_by_key(self, project: str, key: str) -> Session:
-        return self.inner.find_session_by_key(project, key)
-
-    def list_sessions(
-        self, where: SessionFilter, *, limit: int, cursor: str | None = None
-    ) -> Page[Session]:
-        return self.inner.list_sessions(where, limit=limit, cursor=cursor)
-
-    def update_session(self, session_id: str, patch: SessionPatch, *, now: datetime) -> Session:
-        return self.inner.update_session(session_id, patch, now=now)
-
-    def set_status(self, session_id: str, status: SessionStatus, *, now: datetime) -> Session:
-        return self.inner.set_status(session_id, status, now=now)
-
-    def reset_session(
-        self, session_id: str, *, keep_system_message: bool, now: datetime
-    ) -> Session:
-        return self.inner.reset_session(
-            session_id, keep_system_message=keep_system_message, now=now
-        )
-
-    def delete_session(self, session_id: str) -> None:
-        self.inner.delete_session(session_id)
-
     def append_messages(
         self,
         session_id: str,
@@ -321,9 +265,6 @@ class CachedStore:
         if version is not None and self.lru is not None:
             self.lru.advance(session_id, version - 1, version, _carried_over(stored))
         return stored, version
-
-    def delete_last_message(self, session_id: str, *, now: datetime) -> Message | None:
-        return self.inner.delete_last_message(session_id, now=now)  # bumps the version
 
     def close(self) -> None:
         try:

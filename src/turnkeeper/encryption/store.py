@@ -26,18 +26,14 @@ from turnkeeper import jsonenc
 from turnkeeper.encryption.keys import PREFIX, DataKey, MasterKeys
 from turnkeeper.encryption.keystore import KeyStore, unwrap_row, wrap_row
 from turnkeeper.errors import KeyUnavailable, SessionNotFound, Unsupported
-from turnkeeper.storage.base import Store
+from turnkeeper.storage.base import Store, StoreWrapper
 from turnkeeper.types import (
     ExpiryReport,
     Message,
     MessageDraft,
     MessageQuery,
     NewSession,
-    Page,
     Session,
-    SessionFilter,
-    SessionPatch,
-    SessionStatus,
     SummaryCheckpoint,
 )
 
@@ -243,69 +239,25 @@ def _as_written(stored: Message, plain: MessageDraft) -> Message:
 # -- the store ----------------------------------------------------------------------------------
 
 
-class EncryptedStore:
+class EncryptedStore(StoreWrapper):
     """`Store` over another store, sealing user content on the way in and opening it on the
     way out (see the module docstring).
 
-    It has the capabilities of the store it wraps, and only those, as `CachedStore` does: the
+    It has the capabilities of the store it wraps, and only those (`StoreWrapper`): the
     optional methods `inner` has are bound on this object, through a sealing version where the
     method carries content (`SEALING`), else straight (`PASSED_THROUGH`)."""
 
     def __init__(self, inner: Store, keys: SessionKeys) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner, PASSED_THROUGH)
         self.keys = keys
-        for name in PASSED_THROUGH:
-            method = getattr(inner, name, None)
-            if method is not None:
-                setattr(self, name, method)
         for name in SEALING:
             if getattr(inner, name, None) is not None:
                 setattr(self, name, getattr(self, f"_{name}"))
-
-    def __getattr__(self, name: str) -> Any:
-        """Backend extras outside the contract (`schema_version`, `path`, …) stay reachable."""
-        if name in ("inner", "keys"):  # not set yet: don't recurse
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def _open_all(self, messages: Sequence[Message]) -> list[Message]:
         return [open_message(self.keys, message) for message in messages]
 
     # -- the core ----------------------------------------------------------------------------
-
-    def meta(self, name: str, default: str) -> str:
-        return self.inner.meta(name, default)
-
-    def create_session(self, new: NewSession, *, now: datetime) -> Session:
-        return self.inner.create_session(new, now=now)
-
-    def get_or_create_session(self, new: NewSession, *, now: datetime) -> tuple[Session, bool]:
-        return self.inner.get_or_create_session(new, now=now)
-
-    def get_session(self, session_id: str) -> Session:
-        return self.inner.get_session(session_id)
-
-    def find_session_by_key(self, project: str, key: str) -> Session:
-        return self.inner.find_session_by_key(project, key)
-
-    def list_sessions(
-        self, where: SessionFilter, *, limit: int, cursor: str | None = None
-    ) -> Page[Session]:
-        return self.inner.list_sessions(where, limit=limit, cursor=cursor)
-
-    def update_session(self, session_id: str, patch: SessionPatch, *, now: datetime) -> Session:
-        return self.inner.update_session(session_id, patch, now=now)
-
-    def set_status(self, session_id: str, status: SessionStatus, *, now: datetime) -> Session:
-        return self.inner.set_status(session_id, status, now=now)
-
-    def reset_session(
-        self, session_id: str, *, keep_system_message: bool, now: datetime
-    ) -> Session:
-        return self.inner.reset_session(
-            session_id, keep_system_message=keep_system_message, now=now
-        )
 
     def delete_session(self, session_id: str) -> None:
         """The key goes first: should deleting the rows fail, they are unreadable already."""

@@ -25,7 +25,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar, cast, runtime_checkable
+from typing import (
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    cast,
+    overload,
+    runtime_checkable,
+)
 
 from turnkeeper.errors import (
     Conflict,
@@ -64,11 +74,13 @@ __all__ = [
     "CutPointStore",
     "ForkStore",
     "FullStore",
+    "Inner",
     "KnownVersionReadStore",
     "LockingStore",
     "SeqRunStore",
     "SessionLookupStore",
     "Store",
+    "StoreWrapper",
     "SummaryStore",
     "TraceStore",
     "TransferStore",
@@ -82,6 +94,32 @@ __all__ = [
     "require",
     "same_message",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Inner(Generic[P, R]):
+    """A method of a store wrapper (`CachedStore`, `EncryptedStore`) that is the wrapped store's
+    own, unchanged: `get_session = Inner(Store.get_session)` reads `self.inner.get_session`.
+
+    Typed as the protocol method it names, so a wrapper still type-checks as a `Store`, and
+    each wrapper says what it passes through in one line a method rather than repeating every
+    signature of the contract."""
+
+    def __init__(self, method: Callable[Concatenate[Any, P], R]) -> None:
+        self.name = method.__name__
+
+    @overload
+    def __get__(self, wrapper: None, owner: type) -> Inner[P, R]: ...
+
+    @overload
+    def __get__(self, wrapper: object, owner: type) -> Callable[P, R]: ...
+
+    def __get__(self, wrapper: object | None, owner: type) -> Any:
+        if wrapper is None:
+            return self
+        return getattr(wrapper.inner, self.name)  # type: ignore[attr-defined]
 
 
 @runtime_checkable
@@ -624,6 +662,44 @@ class FullStore(
     `LockingStore` is not part of it yet: a store without locks still works, its sweeper just
     cannot tell that another replica is sweeping too.
     """
+
+
+class StoreWrapper:
+    """A store in front of another one (`CachedStore`, `EncryptedStore`), with the
+    capabilities of the store it wraps and only those.
+
+    The session methods of the core contract go straight to `inner` (a wrapper overrides the
+    ones it changes). Of the optional capability methods, those named in `passed_through` that
+    `inner` has become this object's own, bound to `inner`'s, so `isinstance(wrapper,
+    SummaryStore)` answers as it would for `inner`; a wrapper binds the ones it changes itself.
+    Anything else a backend has outside the contract (`schema_version`, `path`, …) stays
+    reachable through attribute lookup."""
+
+    def __init__(self, inner: Store, passed_through: Iterable[str]) -> None:
+        self.inner = inner
+        self.url = inner.url
+        for name in passed_through:
+            method = getattr(inner, name, None)
+            if method is not None:
+                setattr(self, name, method)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (e.g. while unpickling): don't recurse
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    find_messages = Inner(Store.find_messages)
+    meta = Inner(Store.meta)
+    create_session = Inner(Store.create_session)
+    get_or_create_session = Inner(Store.get_or_create_session)
+    get_session = Inner(Store.get_session)
+    find_session_by_key = Inner(Store.find_session_by_key)
+    list_sessions = Inner(Store.list_sessions)
+    update_session = Inner(Store.update_session)
+    set_status = Inner(Store.set_status)
+    reset_session = Inner(Store.reset_session)
+    delete_session = Inner(Store.delete_session)
+    delete_last_message = Inner(Store.delete_last_message)
 
 
 C = TypeVar("C")

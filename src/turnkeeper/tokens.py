@@ -22,7 +22,7 @@ import lzma
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -92,6 +92,19 @@ class _ChatFormatCounter:
     def count_text(self, text: str) -> int:
         raise NotImplementedError
 
+    @cached_property
+    def _role_tokens(self) -> dict[str, int]:
+        """Tokens of each role name, counted once per counter: every message names one of a
+        few roles, and encoding it again for each message is a share of every append."""
+        return {}
+
+    def count_role(self, role: str) -> int:
+        """Tokens of a role name (as `count_text`, remembered)."""
+        tokens = self._role_tokens.get(role)
+        if tokens is None:
+            tokens = self._role_tokens[role] = self.count_text(role)
+        return tokens
+
     def count_message(
         self,
         role: str,
@@ -101,7 +114,7 @@ class _ChatFormatCounter:
         tool_calls: Iterable[Mapping[str, Any]] | None = None,
         tool_call_id: str | None = None,
     ) -> int:
-        tokens = TOKENS_PER_MESSAGE + self.count_text(role) + self.count_text(content)
+        tokens = TOKENS_PER_MESSAGE + self.count_role(role) + self.count_text(content)
         if name:
             tokens += TOKENS_PER_NAME + self.count_text(name)
         for call in tool_calls or ():

@@ -53,6 +53,8 @@ def _unstorable(text: str) -> str | None:
     nul = text.find("\x00")
     if nul >= 0:
         return f"contains a NUL character (U+0000) at position {nul}, which no backend stores"
+    if text.isascii():  # most text: nothing to encode
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -261,6 +263,8 @@ def check_phase(value: Phase | str | None) -> Phase | None:
 
 
 def check_role(value: Role | str) -> Role:
+    if type(value) is Role:
+        return value
     try:
         return Role(value)
     except ValueError:

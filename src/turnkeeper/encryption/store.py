@@ -25,7 +25,7 @@ from typing import Any
 from turnkeeper import jsonenc
 from turnkeeper.encryption.keys import PREFIX, DataKey, MasterKeys
 from turnkeeper.encryption.keystore import KeyStore, unwrap_row, wrap_row
-from turnkeeper.errors import KeyUnavailable, SessionNotFound, Unsupported
+from turnkeeper.errors import KeyDestroyed, SessionNotFound, Unsupported
 from turnkeeper.storage.base import Store
 from turnkeeper.types import (
     ExpiryReport,
@@ -72,16 +72,12 @@ class SessionKeys:
         return key
 
     def for_read(self, session_id: str) -> DataKey:
-        """The key a sealed value of the session needs; `KeyUnavailable` when it is gone."""
+        """The key a sealed value of the session needs; `KeyDestroyed` when it is gone."""
         key = self._open.get(session_id)
         if key is None:
             row = self.store.find(session_id)
             if row is None:
-                raise KeyUnavailable(
-                    f"session {session_id} is encrypted but its data key is not in the key"
-                    f" store {self.store.url}: the session was deleted (its key destroyed),"
-                    " or this is not the key store its data was written with"
-                )
+                raise KeyDestroyed(session_id)
             key = self._remember(session_id, unwrap_row(self.master, row))
         return key
 

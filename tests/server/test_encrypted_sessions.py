@@ -70,7 +70,7 @@ def _problem(response: httpx.Response, status: int) -> str:
     return detail
 
 
-def test_a_shredded_session_is_gone_410_on_every_read(
+def test_a_shredded_session_is_gone_410_on_every_read_and_append(
     unreadable: tuple[Service, dict[str, str]],
 ) -> None:
     service, ids = unreadable
@@ -80,7 +80,13 @@ def test_a_shredded_session_is_gone_410_on_every_read(
             detail = _problem(http.get(path), 410)
             assert f"session {ids['gone']} was deleted" in detail
             assert "service.db" not in detail  # no path of the deployment
+        # An append would make a new key and leave the session half readable: refused too.
+        sent = {"role": "user", "content": "a late message"}
+        _problem(http.post("/v1/sessions/gone/messages", json=sent), 410)
         openai_shaped = http.get(f"/v1/conversations/{ids['gone']}/items")
+    assert service.tk.get_session(ids["gone"]).last_seq == 1  # nothing stored
+    assert isinstance(service.tk.store, EncryptedStore)
+    assert service.tk.store.keys.store.find(ids["gone"]) is None  # no new key either
     assert openai_shaped.status_code == 410
     assert openai_shaped.headers["x-should-retry"] == "false"
     error = openai_shaped.json()["error"]

@@ -22,6 +22,8 @@ of them.
     ├── BackendUnavailable
     ├── TooManyRequests          (this API key already runs as many of these as it may)
     ├── Unsupported              (the store lacks a capability the request needs)
+    ├── KeyUnavailable           (encrypted content this process cannot open: HTTP 503)
+    │   └── KeyDestroyed         (the session was deleted, its data key with it: HTTP 410)
     ├── Unauthenticated          (no API key, or one that is unknown or revoked)
     ├── Forbidden                (a project key asking for another project by name)
     └── UpstreamError            (the configured model endpoint failed or answered badly)
@@ -177,10 +179,27 @@ class Unsupported(TurnkeeperError):
 
 
 class KeyUnavailable(TurnkeeperError):
-    """Stored content is encrypted under a data key this process cannot open: the session was
-    deleted (its key destroyed: crypto-shredding), its key is wrapped by a master key that
-    `encryption_key` no longer holds, or the key store is not the one its data was written
-    with. Never garbage: the message says which (docs/privacy.md)."""
+    """Stored content is encrypted under a data key this process cannot open: its key is
+    wrapped by a master key that `encryption_key` no longer holds (or not the key of that id
+    it was written with), or a value does not open with its session's key (changed at rest,
+    or written under another key store). Never garbage: the message says which
+    (docs/privacy.md). The deployment's configuration is at fault, which no client can
+    change: HTTP 503."""
+
+
+class KeyDestroyed(KeyUnavailable):
+    """The session's data key is not in the key store: the session was deleted, which
+    destroyed its key first (crypto-shredding), and its rows are still here — a backup of the
+    data restored after the delete, or a delete stopped between its two steps. What it stored
+    can never be read again: HTTP 410, as an expired session."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id} was deleted: its data key is not in the key store (a"
+            " deleted session's key is destroyed), so what it stored cannot be read again;"
+            " if it was not deleted, key_store is not the key store its data was written with"
+        )
+        self.session_id = session_id
 
 
 class Unauthenticated(TurnkeeperError):

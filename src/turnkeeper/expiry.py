@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from turnkeeper import jsonl, metrics
 from turnkeeper.config import Settings
@@ -31,6 +31,9 @@ from turnkeeper.logs import get_logger
 from turnkeeper.storage import locks
 from turnkeeper.storage.base import AdminStore, Store, require
 from turnkeeper.types import ExpiryReport, Session, SessionFilter, SessionStatus
+
+if TYPE_CHECKING:
+    from turnkeeper.encryption.keys import MasterKeys
 
 SweepLock = Callable[[], AbstractContextManager[bool]]
 """Enters a lock without waiting; yields whether this process got it."""
@@ -75,20 +78,25 @@ def _ids_where(store: Store, status: SessionStatus, wanted: Callable[[Session], 
 
 
 def archive_sessions(
-    store: Store, session_ids: list[str], archive_dir: Path, now: datetime
+    store: Store,
+    session_ids: list[str],
+    archive_dir: Path,
+    now: datetime,
+    seal_with: MasterKeys | None = None,
 ) -> Path:
     """Write the sessions and their messages to a new JSONL file in `archive_dir`; returns it.
+    With master keys (`seal_with`) it is an encrypted export, named `….jsonl.enc`.
 
     The file appears under its final name only once complete and flushed to disk.
     """
     try:
         archive_dir.mkdir(parents=True, exist_ok=True)
-        final = (
-            archive_dir / f"turnkeeper-archive-{now:%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}.jsonl"
-        )
+        suffix = ".jsonl" if seal_with is None else ".jsonl.enc"
+        stamp = f"{now:%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}"
+        final = archive_dir / f"turnkeeper-archive-{stamp}{suffix}"
         partial = final.with_name(f".{final.name}.partial")
         with partial.open("w", encoding="utf-8") as out:
-            jsonl.export_sessions(store, session_ids, out)
+            jsonl.export_sessions(store, session_ids, out, seal_with=seal_with)
             out.flush()
             os.fsync(out.fileno())
         partial.rename(final)
@@ -109,6 +117,7 @@ def delete_expired(
     grace: timedelta,
     archive_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    seal_with: MasterKeys | None = None,
 ) -> ExpiryReport:
     """Mark due sessions expired, then delete the expired ones past `grace`, one by one
     (`progress` is called with each deleted id), after first archiving them when an
@@ -121,7 +130,11 @@ def delete_expired(
     due = expired_before(store, now - grace)
     if not due:
         return marked
-    path = None if archive_dir is None else archive_sessions(store, due, archive_dir, now)
+    path = (
+        None
+        if archive_dir is None
+        else archive_sessions(store, due, archive_dir, now, seal_with=seal_with)
+    )
     deleted = []
     for session_id in due:
         try:

@@ -23,8 +23,9 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from turnkeeper.encryption import ENCRYPTED_EXPORT_START, configured_master_keys
 from turnkeeper.errors import InvalidInput
 from turnkeeper.importers.base import Batch, ImportTarget, run_import
 from turnkeeper.importers.base import ImportReport as ImportReport  # re-exported: its old home
@@ -41,6 +42,10 @@ from turnkeeper.storage.base import Store, TraceStore
 from turnkeeper.types import Message, NewMessage, Role, Session
 from turnkeeper.validation import MAX_TRACE_DEPTH, check_json, parse_json
 
+if TYPE_CHECKING:
+    from turnkeeper.encryption.files import SealedWriter
+    from turnkeeper.encryption.keys import MasterKeys
+
 
 def export_sessions(
     store: Store,
@@ -48,8 +53,26 @@ def export_sessions(
     out: IO[str],
     *,
     progress: Callable[[Session], None] | None = None,
+    seal_with: MasterKeys | None = None,
 ) -> tuple[int, int]:
-    """Write sessions and their messages as JSONL. Returns (sessions, messages) written."""
+    """Write sessions and their messages as JSONL, encrypted when `seal_with` gives master
+    keys (`turnkeeper.encryption.files`). Returns (sessions, messages) written."""
+    if seal_with is None:
+        return _export(store, session_ids, out, progress)
+    from turnkeeper.encryption.files import SealedWriter
+
+    sealed = SealedWriter(out, seal_with)
+    written = _export(store, session_ids, sealed, progress)
+    sealed.finish()
+    return written
+
+
+def _export(
+    store: Store,
+    session_ids: Iterable[str],
+    out: IO[str] | SealedWriter,
+    progress: Callable[[Session], None] | None,
+) -> tuple[int, int]:
     sessions = messages = 0
     for session_id in session_ids:
         session = store.get_session(session_id)
@@ -84,7 +107,9 @@ def read_batches(tk: ImportTarget, path: Path, report: ImportReport) -> Iterator
 
     JSONL is UTF-8: a file that starts with a UTF-16 or UTF-32 byte order mark is refused as a
     whole (every line would be malformed), a UTF-8 one is skipped, and a line that is not UTF-8
-    is a malformed line like any other."""
+    is a malformed line like any other. An encrypted export (`export --encrypt`, an archive
+    of an encrypted store) is opened with the configured master keys; its lines are numbered
+    as in the export it holds."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -98,6 +123,12 @@ def read_batches(tk: ImportTarget, path: Path, report: ImportReport) -> Iterator
                     f"{path} is {name} text; JSONL is UTF-8 (convert it first, e.g. "
                     f"iconv -f {name} -t UTF-8)",
                 )
+        if start + handle.read(len(ENCRYPTED_EXPORT_START) - 4) == ENCRYPTED_EXPORT_START:
+            from turnkeeper.encryption.files import opened_lines
+
+            lines = opened_lines(str(path), handle, configured_master_keys(tk.settings))
+            yield from _batches(tk, path, lines, report)
+            return
         handle.seek(len(codecs.BOM_UTF8) if start.startswith(codecs.BOM_UTF8) else 0)
         yield from _batches(tk, path, handle, report)
 

@@ -17,12 +17,14 @@ from mcp.types import CallToolResult, TextContent
 
 
 @asynccontextmanager
-async def over_stdio(*args: str) -> AsyncIterator[ClientSession]:
-    """A session with `python -m turnkeeper mcp ARGS…`, started as a host starts it."""
+async def over_stdio(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    """A session with `python -m turnkeeper mcp ARGS…`, started as a host starts it (with
+    `env` added to its environment)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "turnkeeper", "mcp", *args],
-        env={"TURNKEEPER_CONFIG": os.devnull, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env={"TURNKEEPER_CONFIG": os.devnull, "PYTHONPATH": os.pathsep.join(sys.path)}
+        | (env or {}),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -219,6 +219,24 @@ def test_a_branch_keeps_reading_after_its_source_is_deleted(tmp_path: Path) -> N
         assert [m.content for m in tk.history(branch)] == ["before the fork", "after the fork"]
 
 
+def test_a_session_written_before_encryption_was_turned_on_takes_sealed_messages(
+    tmp_path: Path,
+) -> None:
+    """No key, and clear messages: not a shredded session (whose appends are refused,
+    `KeyDestroyed`), so its first sealed write makes its key."""
+    url = _sqlite_url(tmp_path)
+    with turnkeeper.open(url) as tk:
+        tk.append(tk.create_session(key="early"), "user", "said in the clear")
+    with turnkeeper.open(url, encryption_key=KEY) as tk:
+        tk.append("early", "user", "CANARY-said-sealed")
+        assert [m.content for m in tk.history("early")] == [
+            "said in the clear",
+            "CANARY-said-sealed",
+        ]
+    _checkpointed(tmp_path / "enc.db")
+    assert b"CANARY-said-sealed" not in _sqlite_files(tmp_path / "enc.db")
+
+
 def test_expiry_deletes_the_keys_of_the_sessions_it_deletes(tmp_path: Path) -> None:
     from datetime import timedelta
 

@@ -22,6 +22,7 @@ from turnkeeper.cli.app import (
     app,
     open_ctx,
 )
+from turnkeeper.encryption import ENCRYPTED_EXPORT_START
 from turnkeeper.errors import InvalidInput
 from turnkeeper.importers import SourceKind, detect, import_from
 from turnkeeper.wording import counted
@@ -47,11 +48,19 @@ def export(
         list[str] | None,
         typer.Argument(metavar="SESSION", help="Sessions to export (default: all)."),
     ] = None,
+    encrypt: Annotated[
+        bool,
+        typer.Option(
+            "--encrypt",
+            help="Write no plaintext: encrypt the export under a fresh key wrapped by the "
+            "current master key of encryption_key (import reads it back with that key).",
+        ),
+    ] = False,
     project: ProjectOption = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Export sessions and their messages as JSONL."""
+    """Export sessions and their messages as JSONL (encrypted with --encrypt)."""
     to_stdout = str(output) == STDOUT
     if to_stdout and json_output:
         raise UsageProblem("--json prints its document on stdout, where -o - writes the export")
@@ -65,7 +74,9 @@ def export(
                 ctx.out.progress("Exporting", total=len(ids)) as advance,
                 export_target(str(output)) as out,
             ):
-                written = ctx.tk.transfer.export_sessions(ids, out, progress=lambda _: advance())
+                written = ctx.tk.transfer.export_sessions(
+                    ids, out, progress=lambda _: advance(), encrypt=encrypt
+                )
         except OSError as exc:
             if to_stdout:  # what is still buffered could not be written at exit either
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -194,10 +205,15 @@ def import_(
 
 def _sessions_in(location: str | Path) -> int | None:
     """How many sessions a JSONL export holds, for the progress bar's total: a quick scan for
-    the session records' line start as `export` writes it (None if the file cannot be read)."""
+    the session records' line start as `export` writes it (None if the file cannot be read,
+    or is encrypted)."""
     try:
         with Path(location).open("rb") as lines:
-            return sum(line.startswith(b'{"type": "session"') for line in lines)
+            first = lines.readline()
+            if first.startswith(ENCRYPTED_EXPORT_START):
+                return None
+            starts = (line.startswith(b'{"type": "session"') for line in lines)
+            return first.startswith(b'{"type": "session"') + sum(starts)
     except OSError:
         return None
 

@@ -12,12 +12,25 @@ The `cryptography` package is imported only when a key is configured
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from turnkeeper.config import Settings
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.storage.base import Store
 
-__all__ = ["configured_key", "encrypted_at_rest"]
+if TYPE_CHECKING:
+    from turnkeeper.encryption.keys import MasterKeys
+
+__all__ = [
+    "ENCRYPTED_EXPORT_START",
+    "configured_key",
+    "configured_master_keys",
+    "encrypted_at_rest",
+]
+
+ENCRYPTED_EXPORT_START = b'{"turnkeeper": "encrypted export"'
+"""How the first line of an encrypted export starts (`turnkeeper.encryption.files`): what
+`turnkeeper import` looks for, without importing the cipher."""
 
 
 def configured_key(settings: Settings) -> str | None:
@@ -30,6 +43,16 @@ def configured_key(settings: Settings) -> str | None:
         return settings.encryption_key_file.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise InvalidConfig("encryption_key_file", f"cannot read it: {exc.strerror}") from None
+
+
+def configured_master_keys(settings: Settings) -> MasterKeys | None:
+    """The master keys `settings` configure (parsed and checked for form), or None."""
+    text = configured_key(settings)
+    if text is None:
+        return None
+    from turnkeeper.encryption.keys import parse_master_keys
+
+    return parse_master_keys(text)
 
 
 def encrypted_at_rest(store: Store, url: str, settings: Settings) -> Store:

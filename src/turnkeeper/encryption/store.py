@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from turnkeeper import jsonenc
 from turnkeeper.encryption.keys import PREFIX, DataKey, MasterKeys
 from turnkeeper.encryption.keystore import KeyStore, unwrap_row, wrap_row
-from turnkeeper.errors import KeyUnavailable, SessionNotFound, Unsupported
+from turnkeeper.errors import KeyDestroyed, SessionNotFound, Unsupported
 from turnkeeper.storage.base import Store, StoreWrapper
 from turnkeeper.types import (
     ExpiryReport,
@@ -56,28 +56,30 @@ class SessionKeys:
         self._open: dict[str, DataKey] = {}
         self._lock = threading.Lock()
 
-    def for_write(self, session_id: str) -> DataKey:
+    def for_write(
+        self, session_id: str, holds_sealed: Callable[[str], bool] | None = None
+    ) -> DataKey:
         """The session's data key, made and stored on its first sealed write (first writer
-        wins, across processes)."""
+        wins, across processes) — unless `holds_sealed` says the session already has sealed
+        values: then its key was destroyed (`KeyDestroyed`: a restored backup's session), and
+        a new key would leave it half readable."""
         key = self._open.get(session_id)
         if key is None:
             row = self.store.find(session_id)
             if row is None:
+                if holds_sealed is not None and holds_sealed(session_id):
+                    raise KeyDestroyed(session_id)
                 row = self.store.add(session_id, wrap_row(self.master, DataKey.new(session_id)))
             key = self._remember(session_id, unwrap_row(self.master, row))
         return key
 
     def for_read(self, session_id: str) -> DataKey:
-        """The key a sealed value of the session needs; `KeyUnavailable` when it is gone."""
+        """The key a sealed value of the session needs; `KeyDestroyed` when it is gone."""
         key = self._open.get(session_id)
         if key is None:
             row = self.store.find(session_id)
             if row is None:
-                raise KeyUnavailable(
-                    f"session {session_id} is encrypted but its data key is not in the key"
-                    f" store {self.store.url}: the session was deleted (its key destroyed),"
-                    " or this is not the key store its data was written with"
-                )
+                raise KeyDestroyed(session_id)
             key = self._remember(session_id, unwrap_row(self.master, row))
         return key
 
@@ -169,6 +171,17 @@ OPENED_ROWS = 512
 """Most opened messages a session's key keeps (see `open_message`)."""
 
 
+def is_sealed(message: Message) -> bool:
+    """Whether any of `message`'s fields was sealed (a message of a session written before
+    encryption was turned on has none)."""
+    calls = message.tool_calls
+    return (
+        message.content.startswith(PREFIX)
+        or _sealed_json(message.metadata) is not None
+        or (calls is not None and len(calls) == 1 and _sealed_json(calls[0]) is not None)
+    )
+
+
 def open_message(keys: SessionKeys, message: Message) -> Message:
     """`message` as it was written: its sealed fields opened (a clear one is left as it is).
 
@@ -254,6 +267,19 @@ class EncryptedStore(StoreWrapper):
             if getattr(inner, name, None) is not None:
                 setattr(self, name, getattr(self, f"_{name}"))
 
+    def _write_key(self, session_id: str) -> DataKey:
+        return self.keys.for_write(session_id, self._holds_sealed)
+
+    def _holds_sealed(self, session_id: str) -> bool:
+        """Whether the session's newest message is sealed: asked only when the key store has
+        no key for it, once per session and process (next to the key store's synced write,
+        one indexed read)."""
+        try:
+            newest = self.inner.read_messages(session_id, MessageQuery(newest_first=True, limit=1))
+        except SessionNotFound:
+            return False
+        return bool(newest) and is_sealed(newest[0])
+
     def _open_all(self, messages: Sequence[Message]) -> list[Message]:
         return [open_message(self.keys, message) for message in messages]
 
@@ -274,7 +300,7 @@ class EncryptedStore(StoreWrapper):
     ) -> list[Message]:
         if not drafts:
             return []
-        key = self.keys.for_write(session_id)
+        key = self._write_key(session_id)
         sealed = [seal_draft(key, draft) for draft in drafts]
         try:
             stored = self.inner.append_messages(
@@ -337,7 +363,7 @@ class EncryptedStore(StoreWrapper):
         return [self._open_summary(s) for s in self.inner.list_summaries(session_id)]  # type: ignore[attr-defined]
 
     def _save_summary(self, checkpoint: SummaryCheckpoint) -> SummaryCheckpoint:
-        key = self.keys.for_write(checkpoint.session_id)
+        key = self._write_key(checkpoint.session_id)
         sealed = dataclasses.replace(checkpoint, text=_seal_text(key, checkpoint.text, "summary"))
         return self._open_summary(self.inner.save_summary(sealed))  # type: ignore[attr-defined]
 
@@ -355,7 +381,7 @@ class EncryptedStore(StoreWrapper):
         messages: Sequence[Message],
         traces: Sequence[tuple[int, str]] = (),
     ) -> int:
-        key = self.keys.for_write(session.id)
+        key = self._write_key(session.id)
         added: int = self.inner.import_session(  # type: ignore[attr-defined]
             session,
             [seal_message(key, message) for message in messages],

@@ -19,6 +19,12 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 |                                        |        | still answering it; the same request later gets|
 |                                        |        | its answer (and the OpenAI SDKs retry it)      |
 | `SessionExpired`                       | 410    | readable for audit, never live again           |
+| `KeyDestroyed`                         | 410    | deleted, its data key destroyed: its rows (a   |
+|                                        |        | restored backup's) can never be read again     |
+| `KeyUnavailable`                       | 503    | a master key missing from `encryption_key` (or |
+|                                        |        | data the keys do not open): the operator's to  |
+|                                        |        | fix, not the client's; no `Retry-After`, and   |
+|                                        |        | `x-should-retry: false` (the SDKs retry 503s)  |
 | `UpstreamError`                        | 502    | the model endpoint failed or refused (429 when |
 |                                        |        | it was rate-limited; its `Retry-After` passed) |
 | `UpstreamTimeout`                      | 504    |                                                |
@@ -67,6 +73,8 @@ from turnkeeper.errors import (
     ContextBudgetExceeded,
     Forbidden,
     InvalidInput,
+    KeyDestroyed,
+    KeyUnavailable,
     MalformedRequest,
     NotFound,
     SessionExpired,
@@ -94,6 +102,8 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (Forbidden, 403),
     (NotFound, 404),
     (SessionExpired, 410),
+    (KeyDestroyed, 410),
+    (KeyUnavailable, 503),
     (Conflict, 409),
     (UpstreamTimeout, 504),
     (UpstreamError, 502),
@@ -280,6 +290,9 @@ def headers_for(status: int, error: Exception | None = None) -> dict[str, str] |
         return {"x-should-retry": "false"}
     if isinstance(error, TurnInProgress | TooManyRequests):
         return {"Retry-After": str(error.retry_after)}
+    if isinstance(error, KeyUnavailable) and status == 503:
+        # the configuration must change first: not in a second, and not by the SDKs' retries
+        return {"x-should-retry": "false"}
     if status == 401:
         return {"WWW-Authenticate": 'Bearer realm="turnkeeper"'}
     if status == 503:

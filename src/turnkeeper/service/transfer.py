@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from turnkeeper import expiry, jsonl, metrics
+from turnkeeper.encryption import configured_master_keys
+from turnkeeper.errors import InvalidConfig
 from turnkeeper.importers.base import ImportTarget
 from turnkeeper.logs import get_logger
 from turnkeeper.service.core import SessionRef
@@ -44,16 +46,28 @@ class Transfer:
         *,
         project: str | None = None,
         progress: Callable[[Session], None] | None = None,
+        encrypt: bool = False,
     ) -> tuple[int, int]:
         """Write sessions (all of them, or of `project`, when `refs` is None) as JSONL.
-        Returns (sessions, messages) written."""
+        Returns (sessions, messages) written.
+
+        With `encrypt`, the file holds no plaintext: a fresh file key wrapped by the current
+        master key of `encryption_key` (which must be set), so that it still reads once the
+        sessions in it are deleted (docs/privacy.md)."""
         tk = self._tk
+        master = configured_master_keys(tk.settings) if encrypt else None
+        if encrypt and master is None:
+            raise InvalidConfig(
+                "encryption_key",
+                "is not set: an encrypted export wraps its file key with the current master"
+                " key (turnkeeper encryption generate-key makes one)",
+            )
         ids = (
             tk.iter_session_ids(project=project)
             if refs is None
             else [tk.get_session(ref, project=project).id for ref in refs]
         )
-        return jsonl.export_sessions(tk.store, ids, out, progress=progress)
+        return jsonl.export_sessions(tk.store, ids, out, progress=progress, seal_with=master)
 
     def import_sessions(
         self,
@@ -83,7 +97,8 @@ class Transfer:
         With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
         sessions to delete are first written to a new JSONL file there (`archive_path` in the
         report), which `turnkeeper import` reads back; nothing is deleted unless its archive
-        is on disk.
+        is on disk. With `encryption_key` set, the archive is an encrypted export: a copy of
+        an encrypted store's sessions in plaintext would undo what encryption protects.
         """
         tk = self._tk
         now = tk.now()
@@ -97,6 +112,7 @@ class Transfer:
                 grace=grace,
                 archive_dir=archive_dir or tk.settings.archive_dir,
                 progress=progress,
+                seal_with=configured_master_keys(tk.settings),
             )
         else:
             report = require(tk.store, AdminStore, "expiry").expire_sessions(now=now)

@@ -38,6 +38,7 @@ from turnkeeper.storage.base import (
     SummaryStore,
     VersionedAppendStore,
     VersionedReadStore,
+    WithoutVersion,
 )
 from turnkeeper.types import (
     Message,
@@ -109,8 +110,6 @@ class CachedStore(StoreWrapper):
         self.lru = lru
         self.redis = redis
         self._ns = keys.namespace(inner.url)
-        if isinstance(inner, VersionedAppendStore):
-            self.append_messages_versioned = self._append
 
     # -- the cache rule ---------------------------------------------------------------------
 
@@ -234,18 +233,9 @@ class CachedStore(StoreWrapper):
 
     # -- the rest of the core goes to the store ---------------------------------------------
 
-    def append_messages(
-        self,
-        session_id: str,
-        drafts: Sequence[MessageDraft],
-        *,
-        expected_last_seq: int | None = None,
-        now: datetime,
-    ) -> list[Message]:
-        stored, _ = self._append(session_id, drafts, expected_last_seq=expected_last_seq, now=now)
-        return stored
+    append_messages = WithoutVersion(Store.append_messages)
 
-    def _append(
+    def append_messages_versioned(
         self,
         session_id: str,
         drafts: Sequence[MessageDraft],
@@ -254,7 +244,8 @@ class CachedStore(StoreWrapper):
         now: datetime,
     ) -> tuple[list[Message], int | None]:
         """The append, and the in-process entries carried to the version it wrote (see the
-        module); `append_messages_versioned` where the store has it."""
+        module), where the store says which version that is (`VersionedAppendStore`); else the
+        version is None and nothing is carried."""
         if not isinstance(self.inner, VersionedAppendStore):
             return self.inner.append_messages(
                 session_id, drafts, expected_last_seq=expected_last_seq, now=now

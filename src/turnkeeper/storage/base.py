@@ -86,6 +86,7 @@ __all__ = [
     "TransferStore",
     "TurnAttemptStore",
     "VersionedReadStore",
+    "WithoutVersion",
     "check_fork",
     "check_retry",
     "lookup_session",
@@ -120,6 +121,33 @@ class Inner(Generic[P, R]):
         if wrapper is None:
             return self
         return getattr(wrapper.inner, self.name)  # type: ignore[attr-defined]
+
+
+class WithoutVersion(Generic[P]):
+    """`append_messages` of a store whose append says the version it wrote
+    (`append_messages_versioned`, `VersionedAppendStore`): the same append, the version left
+    out, so such a store writes its append once. `append_messages =
+    WithoutVersion(Store.append_messages)` is typed as the protocol's method."""
+
+    def __init__(self, method: Callable[Concatenate[Any, P], list[Message]]) -> None:
+        del method  # only its type is wanted
+
+    @overload
+    def __get__(self, store: None, owner: type) -> WithoutVersion[P]: ...
+
+    @overload
+    def __get__(self, store: object, owner: type) -> Callable[P, list[Message]]: ...
+
+    def __get__(self, store: object | None, owner: type) -> Any:
+        if store is None:
+            return self
+        versioned = store.append_messages_versioned  # type: ignore[attr-defined]
+
+        def append_messages(*args: P.args, **kwargs: P.kwargs) -> list[Message]:
+            stored: list[Message] = versioned(*args, **kwargs)[0]
+            return stored
+
+        return append_messages
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from turnkeeper.errors import Conflict, NotFound, SessionNotFound
 from turnkeeper.storage.appends import plan_append
-from turnkeeper.storage.base import check_fork, project_stats, session_stats
+from turnkeeper.storage.base import Store, WithoutVersion, check_fork, project_stats, session_stats
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
 from turnkeeper.storage.search import words_of
 from turnkeeper.types import (
@@ -279,11 +279,7 @@ class InMemoryStore:
 
     # -- messages ---------------------------------------------------------------------------
 
-    def append_messages(
-        self, session_id: str, drafts: Sequence[MessageDraft], **options: Any
-    ) -> list[Message]:
-        """`append_messages_versioned` without the version (the contract's append)."""
-        return self.append_messages_versioned(session_id, drafts, **options)[0]
+    append_messages = WithoutVersion(Store.append_messages)
 
     def append_messages_versioned(
         self,

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from turnkeeper.errors import Conflict, NotFound, SessionNotFound, TurnkeeperError
 from turnkeeper.storage.appends import plan_append
-from turnkeeper.storage.base import check_fork
+from turnkeeper.storage.base import Store, WithoutVersion, check_fork
 from turnkeeper.storage.sql import queries
 from turnkeeper.storage.sql.dialect import Dialect, Row
 from turnkeeper.storage.sql.rows import (
@@ -373,11 +373,7 @@ class SQLStore:
 
     # -- messages ---------------------------------------------------------------------------
 
-    def append_messages(
-        self, session_id: str, drafts: Sequence[MessageDraft], **options: Any
-    ) -> list[Message]:
-        """`append_messages_versioned` without the version (the contract's append)."""
-        return self.append_messages_versioned(session_id, drafts, **options)[0]
+    append_messages = WithoutVersion(Store.append_messages)
 
     def append_messages_versioned(
         self,

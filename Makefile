@@ -65,7 +65,7 @@ CHECKS_LOG := $(VENV)/checks.log
 test: setup services chromium ## Lint, type-check, build the docs, run the tests
 	@$(MAKE) --no-print-directory --keep-going lint typecheck docs >$(CHECKS_LOG) 2>&1 & \
 	checks=$$!; \
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS); tests=$$?; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=30; tests=$$?; \
 	wait $$checks; checked=$$?; \
 	echo "--- lint, typecheck, docs ---"; cat $(CHECKS_LOG); \
 	if [ $$checked -ne 0 ]; then echo "make test: a check failed (see above)"; fi; \

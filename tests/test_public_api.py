@@ -32,6 +32,8 @@ def test_public_names_are_pinned() -> None:
             "MessageQuery",
             # encryption at rest: a session whose data key is gone or not configured
             "KeyUnavailable",
+            # erasure, tombstones and legal holds
+            "ErasureReceipt", "LegalHold", "SessionErased",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:

@@ -13,6 +13,7 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 |                                        |        | `errors`), so it is a bad value, not a big body|
 | `Unauthenticated`                      | 401    | with `WWW-Authenticate: Bearer`                |
 | `Forbidden`                            | 403    | a project key naming another project           |
+| `SessionErased`                        | 410    | erased: its id never comes back                |
 | `NotFound` (another project's too)     | 404    |                                                |
 | `Conflict` (`SeqConflict`, key taken)  | 409    |                                                |
 | `TurnInProgress`                       | 409    | with `Retry-After`: the turn's first request is|
@@ -69,6 +70,7 @@ from turnkeeper.errors import (
     InvalidInput,
     MalformedRequest,
     NotFound,
+    SessionErased,
     SessionExpired,
     SessionNotFound,
     TooManyRequests,
@@ -92,6 +94,7 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (ContextBudgetExceeded, 422),
     (Unauthenticated, 401),
     (Forbidden, 403),
+    (SessionErased, 410),
     (NotFound, 404),
     (SessionExpired, 410),
     (Conflict, 409),
@@ -290,7 +293,7 @@ def headers_for(status: int, error: Exception | None = None) -> dict[str, str] |
 async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TurnkeeperError)
     error = exc
-    if isinstance(error, SessionNotFound):
+    if isinstance(error, SessionNotFound) and not isinstance(error, SessionErased):
         error = await run_in_threadpool(_located, request, error)
     body = problem_for_error(error, instance=request.url.path, request_id=_request_id(request))
     if body["status"] >= 500:

@@ -442,7 +442,6 @@ class ErasureReceipt:
     summaries: int = 0
     traces: int = 0
     agent_states: int = 0
-    turn_attempts: int = 0
     subject: str | None = None
     session: str | None = None
     project: str | None = None

@@ -52,7 +52,7 @@ def hold(
     session: Annotated[
         str | None,
         typer.Argument(
-            metavar="[SESSION]",
+            metavar="SESSION",
             help="The session to hold (an id, or a key in --project); without it, --project "
             "is held.",
             show_default=False,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,10 @@ def test_hostile_selectors_are_refused_naming_the_field_and_change_nothing(
     with pytest.raises(InvalidInput) as no_target:
         tk.set_legal_hold()
     assert no_target.value.field == "session"
+    for ids in (session.id, [session.id, 7]):
+        with pytest.raises(InvalidInput) as bad_ids:
+            tk.held_sessions(ids)  # type: ignore[arg-type]
+        assert bad_ids.value.field == "session_ids"
     assert tk.get_session(session).message_count == 3 and tk.legal_holds() == []
 
 
@@ -229,6 +234,41 @@ def test_the_async_face_erases_and_holds_too(tk: Turnkeeper) -> None:
         assert asyncio.run(run()).sessions == (session.id,)
     finally:
         face._workers.shutdown()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_appends_racing_an_erasure_never_bring_the_session_back(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
+) -> None:
+    settings = _settings(backend, request, tmp_path)
+    tk = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
+    session = _conversation(tk, "clinic", "patient-7", "racing")
+    outcomes: list[str] = []
+
+    def append_until_erased() -> None:
+        for n in range(200):
+            try:
+                tk.append(session.id, "user", f"late {n}")
+            except SessionErased:
+                outcomes.append("erased")
+                return
+        outcomes.append("never refused")
+
+    writers = [threading.Thread(target=append_until_erased) for _ in range(3)]
+    try:
+        for writer in writers:
+            writer.start()
+        receipt = tk.erase(session=session.id)
+        for writer in writers:
+            writer.join(30)
+        assert outcomes == ["erased"] * 3
+        assert receipt.sessions == (session.id,) and receipt.messages >= 3
+        with pytest.raises(SessionErased):
+            tk.get_session(session.id)
+        assert tk.store.read_messages(session.id) == []
+        assert tk.list_sessions(project="clinic").items == ()
+    finally:
+        tk.close()
 
 
 # -- replicas sharing Redis ------------------------------------------------------------------------

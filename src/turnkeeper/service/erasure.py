@@ -162,6 +162,8 @@ class Erasure:
     def held_sessions(self, session_ids: Iterable[str]) -> frozenset[str]:
         """Those of `session_ids` a legal hold covers (their own or their project's): what
         retention and erasure must leave alone."""
+        if isinstance(session_ids, str):
+            raise InvalidInput("session_ids", "must be a list of session ids, not one string")
         ids = list(session_ids)
         if not all(isinstance(session_id, str) for session_id in ids):
             raise InvalidInput("session_ids", "must be session ids (text)")

@@ -221,9 +221,10 @@ class InMemoryStore:
             log = self._logs.get(ref)
             if log is not None:
                 return _copy(log.session)
-            if ref in self._tombstones:
-                raise self._gone(ref)
-        return self.find_session_by_key(project, ref)
+            try:
+                return self.find_session_by_key(project, ref)
+            except SessionNotFound:
+                raise self._gone(ref, project) from None
 
     def find_session_by_key(self, project: str, key: str) -> Session:
         with self._lock:

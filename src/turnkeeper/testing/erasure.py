@@ -23,6 +23,7 @@ from turnkeeper.storage.base import (
     TraceStore,
     TransferStore,
     TurnAttemptStore,
+    lookup_session,
 )
 from turnkeeper.testing.values import LATER, MISSING, NOW, draft, new_session
 from turnkeeper.types import AgentStateUpdate, Role, Session, SessionFilter, SummaryCheckpoint
@@ -105,6 +106,7 @@ class ErasureContract:
         assert list(store.tombstones([session.id, MISSING])) == [session.id]
         for call in (
             lambda: store.get_session(session.id),
+            lambda: lookup_session(store, session.id, project),
             lambda: store.append_messages(session.id, [draft("late")], now=LATER),
             lambda: store.fork_session(session.id, 1, new_session(project), now=LATER),
             lambda: store.set_session_hold(session.id, True, now=LATER),

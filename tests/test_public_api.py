@@ -32,6 +32,8 @@ def test_public_names_are_pinned() -> None:
             "MessageQuery",
             # encryption at rest: a session whose data key is gone or not configured
             "KeyUnavailable",
+            # erasure, tombstones and legal holds
+            "ErasureReceipt", "LegalHold", "SessionErased",
         ]
     )  # fmt: skip
     for name in turnkeeper.__all__:
@@ -54,7 +56,7 @@ def test_every_error_is_a_turnkeeper_error() -> None:
         for value in (getattr(turnkeeper, name) for name in turnkeeper.__all__)
         if isinstance(value, type) and issubclass(value, Exception)
     ]
-    assert len(exceptions) == 19
+    assert len(exceptions) == 20
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error
 

@@ -8,6 +8,7 @@ of them.
     TurnkeeperError
     ├── NotFound
     │   └── SessionNotFound
+    │       └── SessionErased    (the id is a tombstone: erased, never to come back; HTTP 410)
     ├── SessionExpired
     ├── Conflict                 (key taken, expected_last_seq stale, id reused, archived)
     │   ├── SeqConflict
@@ -51,6 +52,21 @@ class SessionNotFound(NotFound):
         self.ref = ref
         self.project = project
         self.hint = hint
+
+
+class SessionErased(SessionNotFound):
+    """The session was erased (`erase`): its id is a tombstone, and nothing may bring it back —
+    no append, import or fork. A `SessionNotFound` too, so code that handles a missing
+    session handles it; HTTP answers it 410 Gone."""
+
+    def __init__(self, session_id: str, project: str, erased_at: str) -> None:
+        super().__init__(session_id)
+        self.args = (
+            f"session {session_id!r} was erased at {erased_at}; its id cannot be used again",
+        )
+        self.session_id = session_id
+        self.project = project
+        self.erased_at = erased_at
 
 
 class SessionExpired(TurnkeeperError):

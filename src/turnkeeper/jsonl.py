@@ -223,9 +223,13 @@ def import_sessions(
     *,
     dry_run: bool = False,
     progress: Callable[[Session], None] | None = None,
+    allow_erased: bool = False,
 ) -> ImportReport:
     """Import a JSONL export into `tk` (a `Turnkeeper`). Idempotent; a line that fails is
-    reported as `FILE:LINE: problem` and the rest is imported."""
+    reported as `FILE:LINE: problem` and the rest is imported. An erased session is refused
+    so, unless `allow_erased` (see `run_import`)."""
     report = ImportReport()
     batches = read_batches(tk, path, report)
-    return run_import(tk, batches, report, dry_run=dry_run, progress=progress)
+    return run_import(
+        tk, batches, report, dry_run=dry_run, progress=progress, allow_erased=allow_erased
+    )

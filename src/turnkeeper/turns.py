@@ -53,6 +53,7 @@ from turnkeeper.errors import (
     Conflict,
     IdempotencyKeyReused,
     InvalidInput,
+    SessionErased,
     SessionNotFound,
     UpstreamError,
 )
@@ -364,6 +365,8 @@ class ChatTurns:
         gets a new one. Returns the session and whether it was created."""
         try:
             session = self.tk.get_session(ref, project=project)
+        except SessionErased:
+            raise  # an erased id never comes back, not even as a new session's key
         except SessionNotFound:
             if not create:
                 raise

@@ -391,6 +391,64 @@ class Branch:
 
 
 @dataclass(frozen=True, slots=True)
+class LegalHold:
+    """A legal hold: while it stands, erasure (and retention) leaves the sessions it covers
+    alone. On one session (`session_id`), or on every session of `project` (`session_id` None).
+    """
+
+    project: str
+    session_id: str | None
+    held_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What stays of an erased session: its id (so it cannot come back), its project (so a
+    project's caller is told, and another's is not) and when it was erased. Nothing a person
+    wrote or is identified by (no subject, key, title or content)."""
+
+    session_id: str
+    project: str
+    erased_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ErasedSession:
+    """One session an erasure removed, and how many of each of its rows went with it."""
+
+    session_id: str
+    project: str
+    messages: int = 0
+    summaries: int = 0
+    traces: int = 0
+    agent_states: int = 0
+    turn_attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureReceipt:
+    """What one `erase()` did (or, with `dry_run`, would do).
+
+    `subject`, `session` and `project` repeat what was asked; `sessions` are the erased ids
+    (each now a tombstone), `held` the matching sessions a legal hold kept, `already_erased`
+    the ids asked for that were tombstones before. The counts sum the erased sessions' rows.
+    """
+
+    erased_at: datetime
+    sessions: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
+    already_erased: tuple[str, ...] = ()
+    messages: int = 0
+    summaries: int = 0
+    traces: int = 0
+    agent_states: int = 0
+    subject: str | None = None
+    session: str | None = None
+    project: str | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TurnAttempt:
     """The request answering a chat turn, and until when it holds the turn.
 

@@ -38,7 +38,13 @@ from tests.promise.conftest import EVERY_BACKEND, Opener
 from tests.promise.model import Said, SessionModel, check_held_cut, check_window, unit_starts
 from tests.promise.recount import PRIMING, openai_tokens
 from turnkeeper.context.formats import to_openai
-from turnkeeper.errors import Conflict, ContextBudgetExceeded, InvalidInput, InvalidMessage
+from turnkeeper.errors import (
+    Conflict,
+    ContextBudgetExceeded,
+    InvalidInput,
+    InvalidMessage,
+    SessionErased,
+)
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import ContextMessage, ContextWindow, NewMessage, Role, StrategyName
 
@@ -99,6 +105,8 @@ class Conversation(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.lines: dict[str, SessionModel] = {}
+        self.sources: dict[str, str] = {}
+        """Each branch's source, by branch id."""
         self.session_id = ""
         self.serial = 0
         STEPS["examples"] += 1
@@ -239,6 +247,7 @@ class Conversation(RuleBasedStateMachine):
         cut = self.model.cut if self.model.cut <= at_seq else 0
         assert branch.cut_seq == cut  # a branch starts at its source's cut point
         self.lines[branch.id] = SessionModel(list(self.model.messages[:at_seq]), cut)
+        self.sources[branch.id] = self.session_id
         if follow:
             self.session_id = branch.id
 
@@ -257,15 +266,50 @@ class Conversation(RuleBasedStateMachine):
         self.session_id = data.draw(st.sampled_from(list(self.lines)))
 
     @precondition(lambda self: len(self.lines) > 1)
-    @rule(data=st.data())
-    def delete_a_line(self, data: st.DataObject) -> None:
-        """Deleting a session, a source of branches or not, leaves every other line whole."""
-        STEPS["delete_line"] += 1
+    @rule(data=st.data(), erase=st.booleans(), hold=st.booleans())
+    def delete_a_line(self, data: st.DataObject, erase: bool, hold: bool) -> None:
+        """Deleting a session, a source of branches or not, leaves every other line whole.
+        Erasing it takes its live branches (and theirs) along, unless a legal hold keeps it,
+        and its id refuses a late append."""
         gone = data.draw(st.sampled_from(list(self.lines)))
-        self.tk.delete_session(gone)
-        del self.lines[gone]
-        if gone == self.session_id:
+        if erase:
+            self._erase(gone, hold=hold)
+        else:
+            STEPS["delete_line"] += 1
+            self.tk.delete_session(gone)
+            del self.lines[gone]
+        if not self.lines:
+            self.start(system=False)
+        elif self.session_id not in self.lines:
             self.session_id = next(iter(self.lines))
+
+    def _erase(self, root: str, *, hold: bool) -> None:
+        STEPS["erase_line"] += 1
+        family = [root, *self._branches_of(root)]
+        if hold:
+            self.tk.set_legal_hold(root, True)
+        receipt = self.tk.erase(session=root)
+        if hold:
+            self.tk.set_legal_hold(root, False)
+        gone = family[1:] if hold else family
+        assert sorted(receipt.sessions) == sorted(gone)
+        assert receipt.held == ((root,) if hold else ())
+        assert receipt.messages == sum(len(self.lines[line].messages) for line in gone)
+        for line in gone:
+            with pytest.raises(SessionErased):
+                self.tk.append(line, "user", "a late append")
+            del self.lines[line]
+
+    def _branches_of(self, session_id: str) -> list[str]:
+        """The live lines forked from `session_id`, and from those (a deleted line's branches
+        are no longer reached through it)."""
+        found = [line for line, source in self.sources.items() if source == session_id]
+        return [
+            line
+            for branch in found
+            if branch in self.lines
+            for line in (branch, *self._branches_of(branch))
+        ]
 
     # -- reads ------------------------------------------------------------------------------
 

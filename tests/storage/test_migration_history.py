@@ -57,6 +57,7 @@ SHIPPED = [
     (11, "turn attempts", "13bd0b9a57d0fdea", "dd1f9822d043c117"),
     (12, "prompt-cache usage", "d33eb18940b9dcfe", "921e8ffecf0a7820"),
     (13, "cut points", "15ebacddaa27afca", "15ebacddaa27afca"),
+    (14, "legal holds and tombstones", "dd65df865d8907ec", "b7054f7ef5dc7c97"),
 ]
 """(version, name, checksum of the SQLite DDL, of the PostgreSQL DDL) of every shipped step.
 Add a row for a new step once it ships; never change one."""

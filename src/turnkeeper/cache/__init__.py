@@ -15,7 +15,9 @@ What is cached, keyed by what, invalidated how:
   append made through the `CachedStore` learns the version it wrote, and the session's
   in-process pages of the version before become those of the version after (the page plus
   the appended messages); kept because it pays on a reported figure (HTTP on SQLite,
-  `bench/results/http-append-carry.md`).
+  `bench/results/http-append-carry.md`). An erased session (`ErasureStore`) is the one thing
+  removed rather than left to age out: its in-process entries and every Redis key of it go,
+  after a marker that every Redis write checks in the same call, so no replica writes one back.
 - **Verified API keys** (`cache.api_keys`): the record and stored hash of a key verified
   lately, by key id, for the `api_key_cache` lifetime (a few seconds). Not version-keyed: a
   revocation through the same store object forgets the key at once, one made elsewhere (another

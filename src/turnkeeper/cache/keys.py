@@ -6,11 +6,16 @@ session bumps its version, so an entry made before a write can never be found af
 is nothing to invalidate, and stale entries simply age out (TTL in Redis, LRU in process).
 
     tk:<namespace>:<session_id>:<version>:<what>
+
+An erased session (`ErasureStore`) leaves a marker, `tk:<namespace>:<session_id>:erased`, for
+as long as any entry of it could still be written by a replica that read it before: a write of
+an entry checks the marker in the same Redis call (`RedisCache.set`'s `unless`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 from turnkeeper.types import MessageQuery
 
@@ -54,3 +59,18 @@ def stats(ns: str, session_id: str, version: int) -> str:
 def summary(ns: str, session_id: str, version: int, *, upto_seq: int | None) -> str:
     """The latest summary checkpoint covering at most `upto_seq` (`latest_summary`)."""
     return f"{PREFIX}:{ns}:{session_id}:{version}:summary:{_bound(upto_seq)}"
+
+
+def erased(ns: str, session_id: str) -> str:
+    """The marker of an erased session: no entry of it may be written while it stands."""
+    return f"{PREFIX}:{ns}:{session_id}:erased"
+
+
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+def of_session(ns: str, session_id: str) -> str:
+    """A Redis `SCAN MATCH` pattern for every key of the session (its id's glob characters
+    escaped, so an imported id holding `*` matches itself only)."""
+    escaped = _GLOB.sub(r"\\\1", session_id)
+    return f"{PREFIX}:{ns}:{escaped}:*"

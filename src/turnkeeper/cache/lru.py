@@ -132,6 +132,13 @@ class SessionLRU:
             self._sessions.move_to_end(session_id)
             self._evict()
 
+    def forget(self, session_id: str) -> None:
+        """Drop everything held of the session (it was erased)."""
+        with self._lock:
+            dropped = self._sessions.pop(session_id, None)
+            if dropped is not None:
+                self.weight -= dropped.weight
+
     def _evict(self) -> None:
         """Drop the least recently used sessions until both bounds hold (under the lock)."""
         while len(self._sessions) > self.max_sessions or self.weight > self.max_bytes:

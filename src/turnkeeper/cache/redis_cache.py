@@ -31,6 +31,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 T = TypeVar("T")
 
 
+_SET_UNLESS = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+"""SET KEYS[1] = ARGV[1] for ARGV[2] ms unless KEYS[2] exists: check and write in one step, so
+no replica writes an entry after an erasure set the marker that forbids it."""
+
+
 class RedisCache:
     """Bytes by key in Redis, each with the cache TTL. Failures return None (a miss)."""
 
@@ -54,6 +63,7 @@ class RedisCache:
             retry=Retry(NoBackoff(), 0),  # no retries: a slow Redis must not slow requests
             health_check_interval=0,
         )
+        self._set_unless = self._client.register_script(_SET_UNLESS)
         self._logger = logger or get_logger("turnkeeper.cache")
         self._lock = threading.Lock()
         self._down = False
@@ -96,8 +106,30 @@ class RedisCache:
         value = self._call(lambda: self._client.get(key))
         return value if isinstance(value, bytes) else None
 
-    def set(self, key: str, value: bytes) -> None:
-        self._call(lambda: self._client.set(key, value, ex=self.ttl))
+    def set(self, key: str, value: bytes, *, unless: str | None = None) -> None:
+        """Store `value` under `key` for the TTL; with `unless`, only while no key `unless`
+        exists, checked in the same call (the marker of an erased session)."""
+        if unless is None:
+            self._call(lambda: self._client.set(key, value, ex=self.ttl))
+            return
+        milliseconds = max(int(self.ttl.total_seconds() * 1000), 1)
+        self._call(lambda: self._set_unless(keys=[key, unless], args=[value, milliseconds]))
+
+    def forget(self, pattern: str, *, marker: str, marker_ttl: timedelta) -> bool:
+        """Set `marker` (so no entry it guards is written from now on), then delete every key
+        matching `pattern` but the marker. False when Redis could not be reached: what it
+        holds then ages out with the TTL."""
+
+        def forget() -> bool:
+            self._client.set(marker, b"1", ex=max(marker_ttl, self.ttl))
+            doomed = [
+                k for k in self._client.scan_iter(match=pattern, count=1000) if k != marker.encode()
+            ]
+            for start in range(0, len(doomed), 1000):
+                self._client.delete(*doomed[start : start + 1000])
+            return True
+
+        return self._call(forget) is True
 
     def ttl_of(self, key: str) -> int | None:
         """Seconds left on `key` (None if absent or Redis is down); for tests and operators."""

@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from turnkeeper import metrics, records
 from turnkeeper.cache import keys
 from turnkeeper.cache.lru import SessionLRU
 from turnkeeper.config import Settings
-from turnkeeper.errors import SessionNotFound
+from turnkeeper.errors import SessionErased, SessionNotFound
 from turnkeeper.storage.base import (
     AdminStore,
+    ErasureStore,
+    SessionLookupStore,
     Store,
     StoreWrapper,
     SummaryStore,
@@ -41,9 +43,11 @@ from turnkeeper.storage.base import (
     WithoutVersion,
 )
 from turnkeeper.types import (
+    ErasedSession,
     Message,
     MessageDraft,
     MessageQuery,
+    Session,
     SessionStats,
     SummaryCheckpoint,
 )
@@ -52,6 +56,10 @@ if TYPE_CHECKING:  # without importing redis at run time
     from turnkeeper.cache.redis_cache import RedisCache
 
 T = TypeVar("T")
+
+ERASED_MARKER_TTL = timedelta(hours=1)
+"""How long Redis keeps the marker of an erased session (at least the cache TTL): a replica that
+read the session before the erasure may try to write an entry of it until then."""
 
 
 def _encode_messages(messages: Sequence[Message]) -> bytes:
@@ -110,6 +118,10 @@ class CachedStore(StoreWrapper):
         self.lru = lru
         self.redis = redis
         self._ns = keys.namespace(inner.url)
+        if isinstance(inner, ErasureStore):
+            self.erase_session = self._erase_session
+        if isinstance(inner, SessionLookupStore):
+            self.lookup_session = self._lookup_session
 
     # -- the cache rule ---------------------------------------------------------------------
 
@@ -159,7 +171,9 @@ class CachedStore(StoreWrapper):
         if self.lru is not None:
             self.lru.put(session_id, read_at, slot, value)
         if self.redis is not None:
-            self.redis.set(key_for(read_at), encode(value))
+            self.redis.set(
+                key_for(read_at), encode(value), unless=keys.erased(self._ns, session_id)
+            )
         return value, read_at
 
     # -- cached reads -----------------------------------------------------------------------
@@ -233,6 +247,20 @@ class CachedStore(StoreWrapper):
 
     # -- the rest of the core goes to the store ---------------------------------------------
 
+    def get_session(self, session_id: str) -> Session:
+        try:
+            return self.inner.get_session(session_id)
+        except SessionErased:
+            self._forget(session_id)  # erased elsewhere: what this process holds goes too
+            raise
+
+    def _lookup_session(self, ref: str, project: str) -> Session:
+        try:
+            return cast(SessionLookupStore, self.inner).lookup_session(ref, project)
+        except SessionErased:
+            self._forget(ref)
+            raise
+
     append_messages = WithoutVersion(Store.append_messages)
 
     def append_messages_versioned(
@@ -263,6 +291,27 @@ class CachedStore(StoreWrapper):
         finally:
             if self.redis is not None:
                 self.redis.close()
+
+    # -- erasure ----------------------------------------------------------------------------
+
+    def _erase_session(self, session_id: str, *, now: datetime) -> ErasedSession | None:
+        """The store's erasure, then every cached entry of the session: this process's, and
+        Redis's — after a marker that stops any replica from writing one again (`keys`)."""
+        erased = cast(ErasureStore, self.inner).erase_session(session_id, now=now)
+        if erased is not None:
+            self._forget(session_id, everywhere=True)
+        return erased
+
+    def _forget(self, session_id: str, *, everywhere: bool = False) -> None:
+        """Drop the session's entries from the LRU, and with `everywhere` from Redis."""
+        if self.lru is not None:
+            self.lru.forget(session_id)
+        if everywhere and self.redis is not None:
+            self.redis.forget(
+                keys.of_session(self._ns, session_id),
+                marker=keys.erased(self._ns, session_id),
+                marker_ttl=ERASED_MARKER_TTL,
+            )
 
     # -- cached reads of capabilities (each reached only through its capability) -----------
 
@@ -327,7 +376,9 @@ PASSED_THROUGH = (
     # ForkStore: forking writes only the new branch (nothing cached yet) and reads the source
     # inside the backend's transaction, so it invalidates nothing.
     *("fork_session", "list_branches", "fork_origin"),
-    "lookup_session",  # SessionLookupStore
+    # ErasureStore: `erase_session` is bound to `_erase_session` (it forgets what is cached).
+    *("tombstones", "lift_tombstones", "legal_holds", "held_sessions"),
+    *("set_session_hold", "set_project_hold"),  # a hold is not cached: it changes no version
     # TurnAttemptStore: shared state between processes, read as it changes: never cached.
     *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
     "message_seq_runs",  # SeqRunStore

@@ -91,3 +91,7 @@ class WindowCache:
         rendered: Rendered | None = None,
     ) -> None:
         self._entries.put(session_id, _Remembered(key, window, rendered))
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's window and rendered entries (it was erased)."""
+        self._entries.forget(session_id)

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "branches",
     "chat",
     "encryption",
+    "erasure",
     "mcp",
     "messages",
     "search",

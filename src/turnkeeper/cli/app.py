@@ -32,7 +32,7 @@ from turnkeeper.callers import located
 from turnkeeper.cli.help import readable_help
 from turnkeeper.cli.output import Output
 from turnkeeper.config import load_settings, parse_duration
-from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
+from turnkeeper.errors import InvalidInput, SessionErased, SessionNotFound, TurnkeeperError
 from turnkeeper.logs import ROOT, send_to, snapshot
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import UNSET, JSONObject, Session, SessionStatus, StrategyName
@@ -44,7 +44,7 @@ COMMAND_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Commands", ("sessions", "add", "history", "context", "chat", "search", "trace", "demo")),
     ("Branches and agents", ("fork", "branches", "agents", "summaries", "conversation-context")),
     ("The service", ("serve", "keys", "mcp")),
-    ("Data", ("export", "import", "stats", "gc", "encryption")),
+    ("Data", ("export", "import", "stats", "gc", "encryption", "erase", "hold")),
 )
 """How `--help` lists the commands: what a user needs first, first (a conversation's commands),
 in panels as gh's help has them. A command missing here is listed last."""
@@ -250,6 +250,8 @@ def session_or_new(ctx: Ctx, ref: str, *, project: str | None) -> Session:
     to a conversation that does not exist yet starts it), said on stderr."""
     try:
         return ctx.tk.get_session(ref, project=project)
+    except SessionErased:
+        raise  # an erased id never comes back, not even as a new session's key
     except SessionNotFound:
         session, created = ctx.tk.get_or_create_session(ref, project=project)
     if created:

@@ -33,7 +33,9 @@ from turnkeeper.types import (
     ContextMessage,
     ContextReport,
     ContextWindow,
+    ErasureReceipt,
     ExpiryReport,
+    LegalHold,
     Message,
     Page,
     ProjectStats,
@@ -443,6 +445,63 @@ class Output:
             self.console.print(
                 f"[red]{counted(len(report.errors), 'line')} could not be imported.[/]"
             )
+
+    # -- erasure and legal holds ------------------------------------------------------------
+
+    LISTED_IDS = 20
+    """Most session ids a receipt prints for people (--json lists every one)."""
+
+    def erased(self, receipt: ErasureReceipt) -> None:
+        """The receipt: counts and ids for people, the whole receipt in JSON."""
+        if self.json:
+            self.document(receipt)
+            return
+        verb = "Would erase" if receipt.dry_run else "Erased"
+        rows = (
+            f"{counted(receipt.messages, 'message')}, {counted(receipt.summaries, 'summary', 'summaries')},"
+            f" {counted(receipt.traces, 'trace')},"
+            f" {counted(receipt.agent_states, 'agent state')}"
+        )
+        when = "" if receipt.dry_run else f" at {records.to_ts(receipt.erased_at)}"
+        line = f"{verb} {counted(len(receipt.sessions), 'session')} ({rows}){when}."
+        self.console.print(Text(line), soft_wrap=True)
+        for label, ids in (
+            ("Erased" if not receipt.dry_run else "To erase", receipt.sessions),
+            ("Held by a legal hold, not erased", receipt.held),
+            ("Erased before", receipt.already_erased),
+        ):
+            if ids:
+                shown = ", ".join(ids[: self.LISTED_IDS])
+                more = len(ids) - self.LISTED_IDS
+                tail = f" and {more} more (--json lists them)" if more > 0 else ""
+                self.console.print(Text(f"{label}: {shown}{tail}"), soft_wrap=True)
+
+    def legal_hold(
+        self, hold: LegalHold | None, *, session: str | None, project: str | None
+    ) -> None:
+        if self.json:
+            self.document({"held": hold is not None, "hold": hold})
+            return
+        what = f"session {hold.session_id if hold and hold.session_id else session}"
+        if session is None:
+            what = f"project {project}"
+        if hold is None:
+            self.console.print(Text(f"No legal hold on {what}."))
+        else:
+            since = records.to_ts(hold.held_at)
+            self.console.print(Text(f"Legal hold on {what} (since {since})."))
+
+    def legal_holds(self, holds: Sequence[LegalHold]) -> None:
+        if self.listed(holds, holds, "No legal holds."):
+            return
+        table = Table(box=box.SIMPLE_HEAD)
+        for column in ("project", "session", "held since"):
+            table.add_column(column)
+        for hold in holds:
+            table.add_row(
+                hold.project, hold.session_id or "(whole project)", records.to_ts(hold.held_at)
+            )
+        self.console.print(table)
 
     # -- admin ------------------------------------------------------------------------------
 

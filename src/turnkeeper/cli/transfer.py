@@ -178,6 +178,14 @@ def import_(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would be imported; write nothing.")
     ] = False,
+    allow_erased: Annotated[
+        bool,
+        typer.Option(
+            "--allow-erased",
+            help="Import sessions that were erased since the export (their tombstones are"
+            " lifted); without it they are refused, FILE:LINE each.",
+        ),
+    ] = False,
     project: ProjectOption = None,
     db: DbOption = None,
     json_output: JsonOption = False,
@@ -196,7 +204,7 @@ def import_(
         with ctx.out.progress("Importing", total=total) as advance:
             report = import_from(
                 ctx.tk, kind, location, project=project, dry_run=dry_run,
-                progress=lambda _: advance(),
+                progress=lambda _: advance(), allow_erased=allow_erased,
             )  # fmt: skip
         ctx.out.imported(report, dry_run=dry_run)
     if report.errors:

@@ -28,6 +28,7 @@ from turnkeeper.encryption.keystore import KeyStore, unwrap_row, wrap_row
 from turnkeeper.errors import KeyDestroyed, SessionNotFound, Unsupported
 from turnkeeper.storage.base import Store, StoreWrapper
 from turnkeeper.types import (
+    ErasedSession,
     ExpiryReport,
     Message,
     MessageDraft,
@@ -405,6 +406,14 @@ class EncryptedStore(StoreWrapper):
         self.keys.destroy(report.deleted)
         return report
 
+    def _erase_session(self, session_id: str, *, now: datetime) -> ErasedSession | None:
+        """The rows go, then the key: a held session (None) keeps its key, and every copy of
+        an erased one's data (backups, WAL, a replica) is unreadable from then on."""
+        erased: ErasedSession | None = self.inner.erase_session(session_id, now=now)  # type: ignore[attr-defined]
+        if erased is not None:
+            self.keys.destroy([session_id])
+        return erased
+
     def _search_messages(self, *args: Any, **kwargs: Any) -> Any:
         raise _index_refused("full-text search")
 
@@ -426,6 +435,7 @@ SEALING = (
     "import_session",  # TransferStore
     "fork_session",  # ForkStore
     "expire_sessions",  # AdminStore: a deleted session's key goes with it
+    "erase_session",  # ErasureStore: an erased session's key goes with it
     "search_messages",  # SearchStore: refused
     "messages_with_words",  # WordMatchStore: refused
 )
@@ -442,5 +452,7 @@ PASSED_THROUGH = (
     *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
     "message_seq_runs",  # SeqRunStore
     "move_cut_point",  # CutPointStore
+    *("tombstones", "lift_tombstones", "legal_holds", "held_sessions"),  # ErasureStore
+    *("set_session_hold", "set_project_hold"),
 )
 """The optional methods that carry no user content: handed straight to the inner store."""

@@ -59,10 +59,11 @@ def import_from(
     project: str | None = None,
     dry_run: bool = False,
     progress: Callable[[Session], None] | None = None,
+    allow_erased: bool = False,
 ) -> ImportReport:
     """Import from `location` (a file or directory, or for `conversation-contexts` a database
     URL). `project` is where session files' sessions go (default: the configured one); the other
-    sources carry their own projects."""
+    sources carry their own projects. An erased session is refused unless `allow_erased`."""
     report = ImportReport()
     batches: Iterator[Batch]
     if kind is SourceKind.CONVERSATION_CONTEXTS:
@@ -78,7 +79,9 @@ def import_from(
         from turnkeeper import jsonl
 
         batches = jsonl.read_batches(tk, _existing(location), report)
-    return run_import(tk, batches, report, dry_run=dry_run, progress=progress)
+    return run_import(
+        tk, batches, report, dry_run=dry_run, progress=progress, allow_erased=allow_erased
+    )
 
 
 def _existing(location: str | Path) -> Path:

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from turnkeeper.config import Settings
-from turnkeeper.errors import InvalidInput, SessionNotFound, TurnkeeperError
-from turnkeeper.storage.base import Store, TransferStore, require
+from turnkeeper.errors import InvalidInput, SessionErased, SessionNotFound, TurnkeeperError
+from turnkeeper.storage.base import ErasureStore, Store, TransferStore, require
 from turnkeeper.types import Message, MessageDraft, NewMessage, Session
 from turnkeeper.validation import (
     check_metadata,
@@ -176,10 +176,15 @@ def run_import(
     *,
     dry_run: bool = False,
     progress: Callable[[Session], None] | None = None,
+    allow_erased: bool = False,
 ) -> ImportReport:
     """Store each batch (or, with `dry_run`, count what would be stored). A batch whose session
     is refused (`check_session`, or by the store: a key held by another live session, say) is
-    reported by its origin and the import goes on."""
+    reported by its origin and the import goes on.
+
+    A session that was erased (its id a tombstone) is refused the same way unless
+    `allow_erased`: then its tombstone is lifted and it is imported again (a deliberate
+    restore, say of a session erased by mistake)."""
     store = tk.store
     transfer = require(store, TransferStore, "importing sessions")
     for batch in batches:
@@ -190,6 +195,18 @@ def run_import(
             continue
         try:
             existing: Session | None = store.get_session(batch.session.id)
+        except SessionErased as exc:
+            if not allow_erased:
+                report.errors.append(
+                    f"{batch.origin}: {exc}; not imported (allow_erased, --allow-erased"
+                    " on the command line, imports it again)"
+                )
+                continue
+            if not dry_run:
+                require(store, ErasureStore, "restoring erased sessions").lift_tombstones(
+                    [batch.session.id]
+                )
+            existing = None
         except SessionNotFound:
             existing = None
         session, messages = batch.session, batch.messages

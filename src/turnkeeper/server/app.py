@@ -33,6 +33,7 @@ from turnkeeper.server.routes import (
     chat,
     context,
     conversations,
+    erasure,
     health,
     messages,
     models,
@@ -48,7 +49,7 @@ from turnkeeper.turns import ChatTurns
 
 ROUTERS = (
     sessions, branches, messages, search, context, stats, agents, chat, proxy, models,
-    conversations, responses, anthropic, health,
+    conversations, responses, anthropic, health, erasure,
 )  # fmt: skip
 
 DESCRIPTION = """Conversation memory over HTTP: sessions and their messages (the audit trail),

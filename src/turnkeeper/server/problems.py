@@ -13,6 +13,7 @@ Routes never build error responses and never raise `HTTPException`: the core rai
 |                                        |        | `errors`), so it is a bad value, not a big body|
 | `Unauthenticated`                      | 401    | with `WWW-Authenticate: Bearer`                |
 | `Forbidden`                            | 403    | a project key naming another project           |
+| `SessionErased`                        | 410    | erased: its id never comes back                |
 | `NotFound` (another project's too)     | 404    |                                                |
 | `Conflict` (`SeqConflict`, key taken)  | 409    |                                                |
 | `TurnInProgress`                       | 409    | with `Retry-After`: the turn's first request is|
@@ -77,6 +78,7 @@ from turnkeeper.errors import (
     KeyUnavailable,
     MalformedRequest,
     NotFound,
+    SessionErased,
     SessionExpired,
     SessionNotFound,
     TooManyRequests,
@@ -100,6 +102,7 @@ STATUS_BY_ERROR: tuple[tuple[type[TurnkeeperError], int], ...] = (
     (ContextBudgetExceeded, 422),
     (Unauthenticated, 401),
     (Forbidden, 403),
+    (SessionErased, 410),
     (NotFound, 404),
     (SessionExpired, 410),
     (KeyDestroyed, 410),
@@ -303,7 +306,7 @@ def headers_for(status: int, error: Exception | None = None) -> dict[str, str] |
 async def turnkeeper_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TurnkeeperError)
     error = exc
-    if isinstance(error, SessionNotFound):
+    if isinstance(error, SessionNotFound) and not isinstance(error, SessionErased):
         error = await run_in_threadpool(_located, request, error)
     body = problem_for_error(error, instance=request.url.path, request_id=_request_id(request))
     if body["status"] >= 500:

@@ -307,6 +307,10 @@ class AsyncTurnkeeper(Face[Turnkeeper], mirrors=Turnkeeper, plain={"now", "budge
     fork = Offload(Turnkeeper.fork)
     branches = Offload(Turnkeeper.branches)
     fork_origin = Offload(Turnkeeper.fork_origin)
+    erase = Offload(Turnkeeper.erase)
+    set_legal_hold = Offload(Turnkeeper.set_legal_hold)
+    legal_holds = Offload(Turnkeeper.legal_holds)
+    held_sessions = Offload(Turnkeeper.held_sessions)
 
     # -- the message log, context windows, the digest -----------------------------------------
 

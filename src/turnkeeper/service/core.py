@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 from turnkeeper.config import Settings
 from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
-from turnkeeper.errors import InvalidInput, SessionExpired, SessionNotFound
+from turnkeeper.errors import InvalidInput, SessionErased, SessionExpired, SessionNotFound
 from turnkeeper.storage.base import Store, lookup_session
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import TokenCounter, counter_for
@@ -174,6 +174,10 @@ class Core:
             raise InvalidInput("session", "must be a session id or key")
         try:  # by id, else by key, in one read where the store can (`lookup_session`)
             found = lookup_session(self.store, ref, self.project(project))
+        except SessionErased as erased:
+            if project is not None and erased.project != project:
+                raise SessionNotFound(ref, project) from None  # another project's: not ours
+            raise
         except SessionNotFound:
             check_name("session", ref)  # a reference no key could be is a bad input
             raise

@@ -12,6 +12,7 @@ summarizer and session resolution), one module each; it inherits from none of th
   (`sessions.py`), the message log (`messages.py`), context windows (`windows.py`), the
   conversation digest (`digest.py`), search (`search.py`) and branches (`branches.py`);
 - `tk.agents` (`agents.py`): agent states, phase changes, hand-offs, responding;
+- flat on `tk` too, erasure and legal holds (`erasure.py`);
 - `tk.transfer` (`transfer.py`): JSONL export and import, the expiry sweep;
 - `tk.strategies` (`context.strategies`): the context strategies known by name;
 - `tk.keys`: API keys (`turnkeeper.apikeys`), on the service's clock.
@@ -34,6 +35,7 @@ from turnkeeper.service.agents import Agents
 from turnkeeper.service.branches import Branches
 from turnkeeper.service.core import Core, Through, utcnow
 from turnkeeper.service.digest import Digest
+from turnkeeper.service.erasure import Erasure
 from turnkeeper.service.messages import Messages
 from turnkeeper.service.search import Search
 from turnkeeper.service.sessions import Sessions
@@ -84,6 +86,7 @@ class Turnkeeper(AbstractContextManager["Turnkeeper"]):
         self._digest = Digest(core)
         self._search = Search(core)
         self._branches = Branches(core)
+        self._erasure = Erasure(core, forget=self._windows.forget)
         self.transfer = Transfer(self)
         """JSONL export and import, and the expiry sweep."""
 
@@ -122,6 +125,13 @@ class Turnkeeper(AbstractContextManager["Turnkeeper"]):
     fork = _handed_to("_branches", Branches.fork)
     branches = _handed_to("_branches", Branches.branches)
     fork_origin = _handed_to("_branches", Branches.fork_origin)
+
+    # -- erasure and legal holds ------------------------------------------------------------
+
+    erase = _handed_to("_erasure", Erasure.erase)
+    set_legal_hold = _handed_to("_erasure", Erasure.set_legal_hold)
+    legal_holds = _handed_to("_erasure", Erasure.legal_holds)
+    held_sessions = _handed_to("_erasure", Erasure.held_sessions)
 
     def iter_session_ids(self, *, project: str | None = None) -> Iterator[str]:
         """Ids of every session (of `project`), paging through the listing."""

@@ -14,7 +14,7 @@ from typing import IO, Protocol
 
 from turnkeeper import expiry, jsonl, metrics
 from turnkeeper.encryption import configured_master_keys
-from turnkeeper.errors import InvalidConfig
+from turnkeeper.errors import InvalidConfig, InvalidInput
 from turnkeeper.importers.base import ImportTarget
 from turnkeeper.logs import get_logger
 from turnkeeper.service.core import SessionRef
@@ -75,11 +75,17 @@ class Transfer:
         *,
         dry_run: bool = False,
         progress: Callable[[Session], None] | None = None,
+        allow_erased: bool = False,
     ) -> jsonl.ImportReport:
         """Import a JSONL export: idempotent; every line is checked as the API checks what it
         carries (limits included; tokens are counted again), a line that fails is reported by
-        file:line and the rest is imported."""
-        return jsonl.import_sessions(self._tk, path, dry_run=dry_run, progress=progress)
+        file:line and the rest is imported. A session that was erased is refused (reported
+        by file:line) unless `allow_erased`, which lifts its tombstone and imports it again."""
+        if not isinstance(allow_erased, bool):
+            raise InvalidInput("allow_erased", "must be true or false")
+        return jsonl.import_sessions(
+            self._tk, path, dry_run=dry_run, progress=progress, allow_erased=allow_erased
+        )
 
     def expire(
         self,

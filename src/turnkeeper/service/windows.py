@@ -59,6 +59,10 @@ class Windows:
         self._retriever = FullTextRetriever(core.store)
         """What `relevant` recalls with unless given a retriever: the store's full-text index."""
 
+    def forget(self, session_id: str) -> None:
+        """Drop the window remembered of the session (it was erased)."""
+        self._remembered.forget(session_id)
+
     def budget_for(
         self,
         strategy: Strategy | StrategyName | str,

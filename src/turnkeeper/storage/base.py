@@ -8,7 +8,7 @@ explicitly, so one store serves any number of sessions and processes.
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
 `ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `TurnAttemptStore`,
-`CutPointStore`,
+`CutPointStore`, `ErasureStore`,
 `SessionLookupStore`, `VersionedReadStore`, `KnownVersionReadStore`, `SeqRunStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
@@ -50,7 +50,9 @@ from turnkeeper.types import (
     AgentStateUpdate,
     ApiKey,
     Branch,
+    ErasedSession,
     ExpiryReport,
+    LegalHold,
     Message,
     MessageDraft,
     MessageQuery,
@@ -64,6 +66,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
+    Tombstone,
     TurnAttempt,
 )
 
@@ -72,6 +75,7 @@ __all__ = [
     "AgentStateStore",
     "ApiKeyStore",
     "CutPointStore",
+    "ErasureStore",
     "ForkStore",
     "FullStore",
     "Inner",
@@ -672,6 +676,59 @@ class TurnAttemptStore(Protocol):
 
 
 @runtime_checkable
+class ErasureStore(Protocol):
+    """Erasure, tombstones and legal holds: forgetting a session for good, unless the law says
+    to keep it.
+
+    `erase_session` deletes the session and everything of it (as `delete_session` does) and
+    leaves a `Tombstone` in the same transaction: from then on every method that names the
+    session raises `SessionErased` (a `SessionNotFound`) where it raised `SessionNotFound`,
+    and `TransferStore.import_session` refuses the id, until `lift_tombstones` removes it.
+    A tombstone holds the id, the project and the time, nothing a person wrote.
+
+    A legal hold stands on one session (a field of the session, gone with it) or on a whole
+    project (kept whether or not the project has sessions). A held session is never erased:
+    `erase_session` leaves it as it is. Setting or clearing a hold is not a change to the
+    conversation: it bumps neither `version` nor `updated_at`.
+    """
+
+    def erase_session(self, session_id: str, *, now: datetime) -> ErasedSession | None:
+        """Delete the session with its messages, search index entries, summaries, traces,
+        agent states and turn attempts, and record its tombstone at `now`, atomically; returns
+        what was deleted. None (and nothing changed) when a legal hold covers it. Raises
+        `SessionNotFound`, or `SessionErased` for a tombstone."""
+        ...
+
+    def tombstones(self, session_ids: Sequence[str]) -> dict[str, Tombstone]:
+        """The tombstones of those of `session_ids` that were erased, by id."""
+        ...
+
+    def lift_tombstones(self, session_ids: Sequence[str]) -> int:
+        """Forget these tombstones, so the ids may be imported again (an explicit restore);
+        how many there were."""
+        ...
+
+    def set_session_hold(self, session_id: str, held: bool, *, now: datetime) -> bool:
+        """Put a legal hold on the session at `now` (a hold already there keeps its time), or
+        clear it. Returns whether the session is held afterwards. Raises `SessionNotFound`."""
+        ...
+
+    def set_project_hold(self, project: str, held: bool, *, now: datetime) -> bool:
+        """The same for every session of `project`, present and future."""
+        ...
+
+    def legal_holds(self, project: str | None = None) -> list[LegalHold]:
+        """The holds standing (of `project`, or all): by project, the project's own first,
+        then its sessions' by id."""
+        ...
+
+    def held_sessions(self, session_ids: Sequence[str]) -> frozenset[str]:
+        """Those of `session_ids` a hold covers (their own, or their project's); unknown ids
+        are not held."""
+        ...
+
+
+@runtime_checkable
 class FullStore(
     Store,
     AgentStateStore,
@@ -683,6 +740,7 @@ class FullStore(
     ForkStore,
     TurnAttemptStore,
     CutPointStore,
+    ErasureStore,
     Protocol,
 ):
     """A store with every capability the service uses (what the bundled backends offer).

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from turnkeeper.errors import Conflict, NotFound, SessionNotFound
+from turnkeeper.errors import Conflict, NotFound, SessionErased, SessionNotFound
 from turnkeeper.storage.appends import plan_append
 from turnkeeper.storage.base import Store, WithoutVersion, check_fork, project_stats, session_stats
 from turnkeeper.storage.codec import decode_cursor, encode_cursor, from_ts, to_ts
@@ -32,7 +32,9 @@ from turnkeeper.types import (
     AgentStateUpdate,
     ApiKey,
     Branch,
+    ErasedSession,
     ExpiryReport,
+    LegalHold,
     Message,
     MessageDraft,
     MessageQuery,
@@ -47,6 +49,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
+    Tombstone,
     TurnAttempt,
 )
 
@@ -79,6 +82,8 @@ class _Log:
     """By seq."""
     attempts: dict[str, TurnAttempt] = field(default_factory=dict)
     """By turn id."""
+    held_at: datetime | None = None
+    """When a legal hold was put on the session (`ErasureStore`); None when there is none."""
     words: dict[str, list[int]] = field(default_factory=dict)
     """The word index (`messages_with_words`): each word's seqs, oldest first. Brought up to
     date at a query by indexing the messages above `indexed_to` (appends only add seqs above
@@ -137,12 +142,22 @@ class InMemoryStore:
         self._forks: dict[str, Branch] = {}
         """By branch id; kept when the source goes (see `ForkStore`), read only while the
         branch itself exists."""
+        self._tombstones: dict[str, Tombstone] = {}
+        self._project_holds: dict[str, datetime] = {}
 
     def _log(self, session_id: str) -> _Log:
         log = self._logs.get(session_id)
         if log is None:
-            raise SessionNotFound(session_id)
+            raise self._gone(session_id)
         return log
+
+    def _gone(self, session_id: str, project: str | None = None) -> SessionNotFound:
+        """`SessionErased` for a tombstone, else `SessionNotFound`."""
+        tombstone = self._tombstones.get(session_id)
+        if tombstone is None:
+            return SessionNotFound(session_id, project)
+        erased_at = to_ts(tombstone.erased_at)
+        return SessionErased(tombstone.session_id, tombstone.project, erased_at)
 
     def meta(self, name: str, default: str) -> str:
         with self._lock:
@@ -206,7 +221,10 @@ class InMemoryStore:
             log = self._logs.get(ref)
             if log is not None:
                 return _copy(log.session)
-        return self.find_session_by_key(project, ref)
+            try:
+                return self.find_session_by_key(project, ref)
+            except SessionNotFound:
+                raise self._gone(ref, project) from None
 
     def find_session_by_key(self, project: str, key: str) -> Session:
         with self._lock:
@@ -597,6 +615,8 @@ class InMemoryStore:
         traces: Sequence[tuple[int, str]] = (),
     ) -> int:
         with self._lock:
+            if session.id in self._tombstones:
+                raise self._gone(session.id)
             log = self._logs.get(session.id)
             if log is None:
                 key_held = session.key is not None and (
@@ -645,6 +665,72 @@ class InMemoryStore:
                 log.recompute_totals(_utc(session.updated_at))
                 log.session = dataclasses.replace(log.session, version=session.version)
             return added
+
+    # -- erasure, tombstones and legal holds ------------------------------------------------
+
+    def _on_hold(self, log: _Log) -> bool:
+        return log.held_at is not None or log.session.project in self._project_holds
+
+    def erase_session(self, session_id: str, *, now: datetime) -> ErasedSession | None:
+        with self._lock:
+            log = self._log(session_id)
+            if self._on_hold(log):
+                return None
+            del self._logs[session_id]
+            project = log.session.project
+            self._tombstones[session_id] = Tombstone(session_id, project, _utc(now))
+            return ErasedSession(
+                session_id=session_id,
+                project=project,
+                messages=len(log.messages),
+                summaries=len(log.summaries),
+                traces=len(log.traces),
+                agent_states=len(log.agents),
+                turn_attempts=len(log.attempts),
+            )
+
+    def tombstones(self, session_ids: Sequence[str]) -> dict[str, Tombstone]:
+        with self._lock:
+            return {i: self._tombstones[i] for i in session_ids if i in self._tombstones}
+
+    def lift_tombstones(self, session_ids: Sequence[str]) -> int:
+        with self._lock:
+            return sum(self._tombstones.pop(i, None) is not None for i in set(session_ids))
+
+    def set_session_hold(self, session_id: str, held: bool, *, now: datetime) -> bool:
+        with self._lock:
+            log = self._log(session_id)
+            log.held_at = (log.held_at or _utc(now)) if held else None
+            return held
+
+    def set_project_hold(self, project: str, held: bool, *, now: datetime) -> bool:
+        with self._lock:
+            if held:
+                self._project_holds.setdefault(project, _utc(now))
+            else:
+                self._project_holds.pop(project, None)
+            return held
+
+    def legal_holds(self, project: str | None = None) -> list[LegalHold]:
+        with self._lock:
+            holds = [LegalHold(p, None, at) for p, at in self._project_holds.items()]
+            holds += [
+                LegalHold(log.session.project, log.session.id, log.held_at)
+                for log in self._logs.values()
+                if log.held_at is not None
+            ]
+        chosen = [h for h in holds if project is None or h.project == project]
+        return sorted(
+            chosen, key=lambda h: (h.project, h.session_id is not None, h.session_id or "")
+        )
+
+    def held_sessions(self, session_ids: Sequence[str]) -> frozenset[str]:
+        with self._lock:
+            return frozenset(
+                i
+                for i in session_ids
+                if (log := self._logs.get(i)) is not None and self._on_hold(log)
+            )
 
     # -- API keys ---------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from turnkeeper.storage.base import (
 )
 from turnkeeper.testing.core import StoreContract
 from turnkeeper.testing.cut_points import CutPointContract
+from turnkeeper.testing.erasure import ErasureContract
 from turnkeeper.testing.forks import ForkContract
 from turnkeeper.testing.values import LATER, MISSING, NOW, draft, new_session
 from turnkeeper.types import (
@@ -604,6 +605,7 @@ class FullStoreContract(
     ForkContract,
     TurnAttemptContract,
     CutPointContract,
+    ErasureContract,
 ):
     """Every contract but locking: what a store standing in for the bundled ones must pass."""
 

@@ -444,3 +444,53 @@ def forget_from_seq(session_id: str, seq: int) -> list[tuple[str, tuple[Any, ...
             (seq - 1, session_id, seq),
         ),
     ]
+
+
+# -- erasure, tombstones and legal holds (`ErasureStore`) ---------------------------------------
+
+SELECT_ERASABLE = (
+    "SELECT id, project, legal_hold_at IS NOT NULL"
+    " OR EXISTS (SELECT 1 FROM project_holds WHERE project_holds.project = sessions.project)"
+    " AS held FROM sessions WHERE id = ?"
+)
+"""The session an erasure is about to remove, and whether a hold (its own or its project's)
+keeps it; followed by the dialect's row lock."""
+COUNT_ERASED = (
+    "SELECT (SELECT count(*) FROM messages WHERE session_id = ?) AS messages,"
+    " (SELECT count(*) FROM summaries WHERE session_id = ?) AS summaries,"
+    " (SELECT count(*) FROM turn_traces WHERE session_id = ?) AS traces,"
+    " (SELECT count(*) FROM agent_states WHERE session_id = ?) AS agent_states,"
+    " (SELECT count(*) FROM turn_attempts WHERE session_id = ?) AS turn_attempts"
+)
+INSERT_TOMBSTONE = "INSERT INTO erased_sessions (id, project, erased_at) VALUES (?, ?, ?)"
+SELECT_TOMBSTONES = "SELECT id, project, erased_at FROM erased_sessions WHERE id IN "
+"""Then `placeholders(len(ids))`."""
+DELETE_TOMBSTONES = "DELETE FROM erased_sessions WHERE id IN "
+"""Then `placeholders(len(ids))`."""
+HOLD_SESSION = "UPDATE sessions SET legal_hold_at = coalesce(legal_hold_at, ?) WHERE id = ?"
+RELEASE_SESSION = "UPDATE sessions SET legal_hold_at = NULL WHERE id = ?"
+HOLD_PROJECT = (
+    "INSERT INTO project_holds (project, held_at) VALUES (?, ?) ON CONFLICT (project) DO NOTHING"
+)
+RELEASE_PROJECT = "DELETE FROM project_holds WHERE project = ?"
+SELECT_HOLDS = (
+    "SELECT project, NULL AS session_id, held_at FROM project_holds"
+    " UNION ALL SELECT project, id AS session_id, legal_hold_at AS held_at FROM sessions"
+    " WHERE legal_hold_at IS NOT NULL"
+)
+"""Every hold standing: projects' and sessions' (wrapped to filter and order)."""
+SELECT_HELD = (
+    "SELECT id FROM sessions WHERE (legal_hold_at IS NOT NULL OR EXISTS (SELECT 1 FROM"
+    " project_holds WHERE project_holds.project = sessions.project)) AND id IN "
+)
+"""Then `placeholders(len(ids))`."""
+
+
+def legal_holds_query(project: str | None) -> tuple[str, list[Any]]:
+    """The holds standing, of `project` or all, as `ErasureStore.legal_holds` orders them."""
+    where, params = ("WHERE project = ?", [project]) if project is not None else ("", [])
+    order = "ORDER BY project, session_id IS NOT NULL, session_id"
+    return (
+        f"SELECT project, session_id, held_at FROM ({SELECT_HOLDS}) holds {where} {order}",
+        params,
+    )

@@ -403,6 +403,23 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration.written_once(
         13, "cut points", "ALTER TABLE sessions ADD COLUMN cut_seq INTEGER NOT NULL DEFAULT 0"
     ),
+    # Erasure (`ErasureStore`): a legal hold on one session (its `legal_hold_at`, gone with it)
+    # or on a whole project, and the tombstones of erased sessions — id, project and time,
+    # nothing a person wrote — so that an erased id never comes back.
+    Migration.written_once(
+        14,
+        "legal holds and tombstones",
+        "ALTER TABLE sessions ADD COLUMN legal_hold_at {time}",
+        """CREATE TABLE project_holds (
+                project TEXT PRIMARY KEY,
+                held_at {time} NOT NULL
+            )""",
+        """CREATE TABLE erased_sessions (
+                id TEXT PRIMARY KEY,
+                project TEXT NOT NULL,
+                erased_at {time} NOT NULL
+            )""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -197,11 +197,16 @@ class SQLiteStore(SQLStore, SQLiteSearch):
         SQLite answers SQLITE_BUSY at once there, without calling its busy handler: two
         processes opening one new file together (the workers of `serve --workers 2`, a CLI
         call beside the service) would see "database is locked" for one of them. So the wait
-        the busy handler would have done happens here, bounded by the same busy timeout."""
+        the busy handler would have done happens here, bounded by the same busy timeout.
+
+        `secure_delete` overwrites what a delete frees (Debian's SQLite does by default; said
+        here so every build does): an erased session's rows leave no bytes in the file's free
+        pages (docs/privacy.md says what the WAL and the full-text index keep)."""
         script = (
             "PRAGMA journal_mode = WAL;"
             f" PRAGMA synchronous = {self._synchronous};"
             " PRAGMA foreign_keys = ON;"
+            " PRAGMA secure_delete = ON;"
         )
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         pause = 0.001

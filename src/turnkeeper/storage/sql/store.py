@@ -30,9 +30,10 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from turnkeeper.errors import Conflict, NotFound, SessionNotFound, TurnkeeperError
+from turnkeeper.errors import Conflict, NotFound, SessionErased, SessionNotFound, TurnkeeperError
 from turnkeeper.storage.appends import plan_append
 from turnkeeper.storage.base import Store, WithoutVersion, check_fork
+from turnkeeper.storage.codec import to_ts
 from turnkeeper.storage.sql import queries
 from turnkeeper.storage.sql.dialect import Dialect, Row
 from turnkeeper.storage.sql.rows import (
@@ -63,7 +64,9 @@ from turnkeeper.types import (
     AgentStateUpdate,
     ApiKey,
     Branch,
+    ErasedSession,
     ExpiryReport,
+    LegalHold,
     Message,
     MessageDraft,
     MessageQuery,
@@ -77,6 +80,7 @@ from turnkeeper.types import (
     SessionStats,
     SessionStatus,
     SummaryCheckpoint,
+    Tombstone,
     TurnAttempt,
 )
 
@@ -155,7 +159,7 @@ class SQLStore:
     def get_session(self, session_id: str) -> Session:
         rows = self._read(queries.SELECT_SESSION, (session_id,))
         if not rows:
-            raise SessionNotFound(session_id)
+            raise self._gone(session_id)
         return session_from_row(rows[0], self.dialect)
 
     def find_session_by_key(self, project: str, key: str) -> Session:
@@ -167,7 +171,7 @@ class SQLStore:
     def lookup_session(self, ref: str, project: str) -> Session:
         rows = self._read(queries.LOOKUP_SESSION, (ref, project, ref, ref))
         if not rows:
-            raise SessionNotFound(ref, project)
+            raise self._gone(ref, project=project)
         return session_from_row(rows[0], self.dialect)
 
     def list_sessions(
@@ -283,13 +287,13 @@ class SQLStore:
         """The session row, locked until the transaction ends (writers to it queue here)."""
         row = tx.execute(queries.SELECT_SESSION + self.dialect.row_lock, (session_id,)).fetchone()
         if row is None:
-            raise SessionNotFound(session_id)
+            raise self._gone(session_id, tx)
         return session_from_row(row, self.dialect)
 
     def _returning_session(self, tx: Executor, query: str, params: Sequence[Any]) -> Session:
         row = tx.execute(query, params).fetchone()
         if row is None:
-            raise SessionNotFound(params[-1])
+            raise self._gone(params[-1], tx)
         return session_from_row(row, self.dialect)
 
     def _release_stale_key(self, tx: Executor, new: NewSession, now: datetime) -> None:
@@ -369,7 +373,7 @@ class SQLStore:
     def delete_session(self, session_id: str) -> None:
         with self._transaction() as tx:
             if not tx.execute(queries.DELETE_SESSION, (session_id,)).rowcount:
-                raise SessionNotFound(session_id)
+                raise self._gone(session_id, tx)
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -455,7 +459,7 @@ class SQLStore:
         with self._transaction() as tx:
             row = tx.execute(queries.SELECT_APPEND_TARGET + d.row_lock, (session_id,)).fetchone()
             if row is None:
-                raise SessionNotFound(session_id)
+                raise self._gone(session_id, tx)
             target = append_target_from_row(row, d)
             stored = self._stored_messages(tx, session_id, ids)
             plan = plan_append(target, drafts, stored, expected_last_seq=expected_last_seq, now=now)
@@ -498,7 +502,7 @@ class SQLStore:
     def _bump_version(self, tx: Executor, session_id: str) -> None:
         """Lock the session row (queueing behind appends to it) and move its version."""
         if not tx.execute(queries.BUMP_VERSION, (session_id,)).rowcount:
-            raise SessionNotFound(session_id)
+            raise self._gone(session_id, tx)
 
     def update_agent_state(
         self, session_id: str, agent: str, update: AgentStateUpdate, *, now: datetime
@@ -538,7 +542,7 @@ class SQLStore:
             tx.execute(queries.BEGIN_TURN_ATTEMPT, params)
             row = tx.execute(queries.SELECT_TURN_ATTEMPT, (session_id, turn_id)).fetchone()
         if row is None:
-            raise SessionNotFound(session_id)
+            raise self._gone(session_id)
         return turn_attempt_from_row(row, d)
 
     def renew_turn_attempt(
@@ -585,6 +589,8 @@ class SQLStore:
     ) -> int:
         d = self.dialect
         with self._transaction() as tx:
+            if erased := self._tombstones([session.id], tx):
+                raise _erased(erased[session.id])
             tx.execute(
                 queries.IMPORT_SESSION + " ON CONFLICT DO NOTHING",
                 imported_session_params(session, d),
@@ -678,3 +684,102 @@ class SQLStore:
             params = (self.dialect.encode_ts(now), session_id)
             self._returning_session(tx, queries.RECOMPUTE_TOTALS, params)
         return deleted
+
+    # -- erasure, tombstones and legal holds ------------------------------------------------
+
+    def _gone(
+        self, session_id: str, tx: Executor | None = None, *, project: str | None = None
+    ) -> SessionNotFound:
+        """The error for a session that is not there: `SessionErased` when its id is a
+        tombstone (read in `tx` when one is open), else `SessionNotFound`."""
+        found = self._tombstones([session_id], tx)
+        return _erased(found[session_id]) if found else SessionNotFound(session_id, project)
+
+    def _tombstones(
+        self, session_ids: Sequence[str], tx: Executor | None = None
+    ) -> dict[str, Tombstone]:
+        """The tombstones of these ids, read in `tx` when one is open."""
+        found: dict[str, Tombstone] = {}
+        for start in range(0, len(session_ids), queries.IDS_PER_SELECT):
+            part = session_ids[start : start + queries.IDS_PER_SELECT]
+            query = queries.SELECT_TOMBSTONES + queries.placeholders(len(part))
+            rows = self._read(query, part) if tx is None else tx.execute(query, part).fetchall()
+            for row in rows:
+                erased_at = self.dialect.decode_ts(row["erased_at"])
+                found[row["id"]] = Tombstone(row["id"], row["project"], erased_at)
+        return found
+
+    def tombstones(self, session_ids: Sequence[str]) -> dict[str, Tombstone]:
+        return self._tombstones(list(dict.fromkeys(session_ids)))
+
+    def lift_tombstones(self, session_ids: Sequence[str]) -> int:
+        ids = list(dict.fromkeys(session_ids))
+        lifted = 0
+        with self._transaction() as tx:
+            for start in range(0, len(ids), queries.IDS_PER_SELECT):
+                part = ids[start : start + queries.IDS_PER_SELECT]
+                query = queries.DELETE_TOMBSTONES + queries.placeholders(len(part))
+                lifted += max(tx.execute(query, part).rowcount, 0)
+        return lifted
+
+    def erase_session(self, session_id: str, *, now: datetime) -> ErasedSession | None:
+        with self._transaction() as tx:
+            row = tx.execute(
+                queries.SELECT_ERASABLE + self.dialect.row_lock, (session_id,)
+            ).fetchone()
+            if row is None:
+                raise self._gone(session_id, tx)
+            if row["held"]:
+                return None
+            counts = tx.execute(queries.COUNT_ERASED, (session_id,) * 5).fetchone()
+            tx.execute(queries.DELETE_SESSION, (session_id,))
+            at = self.dialect.encode_ts(now)
+            tx.execute(queries.INSERT_TOMBSTONE, (session_id, row["project"], at))
+        return ErasedSession(
+            session_id=session_id,
+            project=str(row["project"]),
+            messages=int(counts["messages"]),
+            summaries=int(counts["summaries"]),
+            traces=int(counts["traces"]),
+            agent_states=int(counts["agent_states"]),
+            turn_attempts=int(counts["turn_attempts"]),
+        )
+
+    def set_session_hold(self, session_id: str, held: bool, *, now: datetime) -> bool:
+        with self._transaction() as tx:
+            if held:
+                params: tuple[Any, ...] = (self.dialect.encode_ts(now), session_id)
+                changed = tx.execute(queries.HOLD_SESSION, params).rowcount
+            else:
+                changed = tx.execute(queries.RELEASE_SESSION, (session_id,)).rowcount
+            if not changed:
+                raise self._gone(session_id, tx)
+        return held
+
+    def set_project_hold(self, project: str, held: bool, *, now: datetime) -> bool:
+        with self._transaction() as tx:
+            if held:
+                tx.execute(queries.HOLD_PROJECT, (project, self.dialect.encode_ts(now)))
+            else:
+                tx.execute(queries.RELEASE_PROJECT, (project,))
+        return held
+
+    def legal_holds(self, project: str | None = None) -> list[LegalHold]:
+        rows = self._read(*queries.legal_holds_query(project))
+        return [
+            LegalHold(row["project"], row["session_id"], self.dialect.decode_ts(row["held_at"]))
+            for row in rows
+        ]
+
+    def held_sessions(self, session_ids: Sequence[str]) -> frozenset[str]:
+        ids = list(dict.fromkeys(session_ids))
+        held: set[str] = set()
+        for start in range(0, len(ids), queries.IDS_PER_SELECT):
+            part = ids[start : start + queries.IDS_PER_SELECT]
+            rows = self._read(queries.SELECT_HELD + queries.placeholders(len(part)), part)
+            held.update(row["id"] for row in rows)
+        return frozenset(held)
+
+
+def _erased(tombstone: Tombstone) -> SessionErased:
+    return SessionErased(tombstone.session_id, tombstone.project, to_ts(tombstone.erased_at))

@@ -561,7 +561,9 @@ class Settings(BaseSettings):
                 )
             parsed = _retention_duration(duration)
             if parsed is not None and not isinstance(parsed, timedelta):
-                raise ValueError(f"{name}: {duration!r} is not a duration (e.g. 30d, never)")
+                raise ValueError(
+                    f"{name}: {duration!r} is not a positive duration (e.g. 30d, or never)"
+                )
             if parsed is not None and parsed <= timedelta(0):
                 raise ValueError(f"{name}: must be a duration longer than 0 (or never)")
             checked[name] = parsed

@@ -117,6 +117,21 @@ def test_sessions_past_their_projects_retention_go_whole_and_held_ones_stay(
     assert _gone(tk, held)
 
 
+def test_a_hold_set_while_a_run_deletes_keeps_the_sessions_it_has_not_reached(
+    tk: Turnkeeper, clock: Clock
+) -> None:
+    first, second = sorted([_talk(tk, "first"), _talk(tk, "second")])
+    clock.advance(timedelta(days=31))
+
+    def hold_the_next(deleted: str) -> None:
+        assert deleted == first
+        tk.set_legal_hold(second, True)  # a hold comes in the middle of the run
+
+    report = tk.transfer.expire(progress=hold_the_next)
+    assert (report.retention_deleted, report.held) == ((first,), (second,))
+    assert _gone(tk, first) and not _gone(tk, second)
+
+
 def test_an_expired_session_past_both_is_deleted_once_as_expired(
     tk: Turnkeeper, clock: Clock
 ) -> None:

@@ -256,8 +256,9 @@ class Settings(BaseSettings):
     )
     archive_dir: Path | None = Field(
         default=None,
-        description="Where gc and the sweeper write expired sessions (JSONL, readable by "
-        "`turnkeeper import`) before deleting them. Unset: they are deleted unarchived.",
+        description="Where gc and the sweeper write the sessions they delete (expired, or past "
+        "their retention) as JSONL, readable by `turnkeeper import`, before deleting them. "
+        "Unset: they are deleted unarchived.",
     )
     retention: timedelta | None = Field(
         default=None,

@@ -241,6 +241,55 @@ def test_one_sweeper_at_a_time_applies_retention_across_processes(
         b.close()
 
 
+SWEEPER = """
+    import json, sys
+    import turnkeeper
+    from turnkeeper.expiry import Sweeper
+
+    with turnkeeper.open(sys.argv[1], retention="30d", archive_dir=sys.argv[2]) as tk:
+        sys.stdin.readline()  # both processes start their sweep at once
+        report = Sweeper(tk).run_once()
+        print(json.dumps(None if report is None else list(report.retention_deleted)))
+"""
+
+
+def test_two_sweeping_processes_delete_and_archive_each_session_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    settings = load_settings(database_url=url)
+    with Turnkeeper(open_store(url, settings), settings, clock=Clock()) as tk:
+        old = sorted(_talk(tk, f"old-{i}") for i in range(200))  # 2026-01-01: long ago
+    archive = tmp_path / "cold"
+    sweepers = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(SWEEPER), url, str(archive)],
+            cwd=ROOT,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    for sweeper in sweepers:
+        assert sweeper.stdin is not None
+        sweeper.stdin.write("go\n")
+        sweeper.stdin.flush()
+    reports = []
+    for sweeper in sweepers:
+        out, err = sweeper.communicate(timeout=120)
+        assert sweeper.returncode == 0, err
+        reports.append(json.loads(out))
+    deleted = [i for report in reports if report for i in report]
+    assert sorted(deleted) == old  # each once: the other skipped, or came after and found none
+    archived = [
+        json.loads(line)["id"]
+        for path in archive.glob("*.jsonl")
+        for line in path.read_text().splitlines()
+        if json.loads(line)["type"] == "session"
+    ]
+    assert sorted(archived) == old
+
+
 # -- turnkeeper gc, a real process ----------------------------------------------------------
 
 

@@ -334,6 +334,9 @@ def test_gc_reports_deletes_and_archives_what_retention_reaches(tmp_path: Path, 
         "Would expire 0 sessions and delete 1 session past retention; kept 1 session under "
         "legal hold; nothing was changed (--json lists them).\n"
     )
+    assert gc("--delete", "--dry-run", **policy).stdout.startswith(
+        "Would expire 0 sessions, delete 0 sessions and delete 1 session past retention; kept"
+    )
     listed = json.loads(gc("--dry-run", "--json", **policy).stdout)
     assert (listed["retention_deleted"], listed["held"], listed["dry_run"]) == ([old], [held], True)
 

@@ -73,11 +73,7 @@ def plan(
             )
         )
     expired = retention.split_held(store, sorted(gone))
-    retained = (
-        retention.Due()
-        if keep_for is None
-        else retention.split_held(store, retention.past_retention(store, keep_for, now, skip=gone))
-    )
+    retained = retention.due(store, keep_for, now, skip=gone)
     return ExpiryReport(
         expired=tuple(due),
         deleted=expired.deletable,
@@ -146,16 +142,7 @@ def delete_expired(
     expired = retention.split_held(
         store, [] if grace is None else expired_before(store, now - grace)
     )
-    retained = (
-        retention.Due()
-        if keep_for is None
-        else retention.split_held(
-            store,
-            retention.past_retention(
-                store, keep_for, now, skip={*expired.deletable, *expired.held}
-            ),
-        )
-    )
+    retained = retention.due(store, keep_for, now, skip={*expired.deletable, *expired.held})
     doomed = [*expired.deletable, *retained.deletable]
     held = [*expired.held, *retained.held]
     if not doomed:

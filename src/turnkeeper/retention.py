@@ -47,6 +47,16 @@ def past_retention(
     )
 
 
+def due(
+    store: Store, keep_for: KeepFor | None, now: datetime, *, skip: Collection[str] = ()
+) -> Due:
+    """The sessions past their retention (none without one: `keep_for` None), except those
+    in `skip`, split into those that may go and those a legal hold keeps."""
+    if keep_for is None:
+        return Due()
+    return split_held(store, past_retention(store, keep_for, now, skip=skip))
+
+
 def _outlived(session: Session, keep_for: KeepFor, now: datetime) -> bool:
     limit = keep_for(session.project)
     return limit is not None and session.updated_at <= now - limit

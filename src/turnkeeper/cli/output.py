@@ -520,10 +520,12 @@ class Output:
         if retains:
             deletions.append(f"{counted(len(report.retention_deleted), 'session')} past retention")
         expired = counted(len(report.expired), "session")
-        held = f"; kept {counted(len(report.held), 'session')} under legal hold" * bool(report.held)
+        held = (
+            f"; kept {counted(len(report.held), 'session')} under legal hold" if report.held else ""
+        )
         if dry_run:
             actions = [f"expire {expired}", *(f"delete {d}" for d in deletions)]
-            line = ", ".join(actions[:-1]) + " and " * (len(actions) > 1) + actions[-1]
+            line = " and ".join([", ".join(actions[:-1]), actions[-1]] if actions[1:] else actions)
             self.console.print(f"Would {line}{held}; nothing was changed (--json lists them).")
             return
         line = ", ".join([f"Expired {expired}", *(f"deleted {d}" for d in deletions)])

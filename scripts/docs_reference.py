@@ -74,7 +74,9 @@ def _help_of(path: tuple[str, ...]) -> str:
 
     from turnkeeper.cli import app
 
-    environment = {"COLUMNS": HELP_WIDTH, "TERMINAL_WIDTH": HELP_WIDTH, "NO_COLOR": "1"}
+    # COLUMNS only: typer reads TERMINAL_WIDTH once, when its help module is first imported, so
+    # setting it here would fix every later help of the process at this width.
+    environment = {"COLUMNS": HELP_WIDTH, "NO_COLOR": "1"}
     result = CliRunner().invoke(app, [*path, "--help"], env=environment, prog_name="turnkeeper")
     if result.exit_code != 0:
         raise RuntimeError(f"`turnkeeper {' '.join(path)} --help` failed: {result.output}")

@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "service",
             "expiry",
+            "retention",
             "traces",
             "llm",
             "attempts",

@@ -62,6 +62,13 @@ def test_toml_file_env_and_arguments_take_precedence_in_order(
         ("TURNKEEPER_HTTP_HEADER_TIMEOUT", "0", "http_header_timeout"),
         ("TURNKEEPER_HTTP_BODY_TIMEOUT", "-1", "http_body_timeout"),
         ("TURNKEEPER_HTTP_KEEP_ALIVE_TIMEOUT", "soon", "http_keep_alive_timeout"),
+        ("TURNKEEPER_RETENTION", "-3d", "retention"),
+        ("TURNKEEPER_RETENTION", "-60", "retention"),
+        ("TURNKEEPER_RETENTION", "a while", "retention"),
+        ("TURNKEEPER_PROJECT_RETENTION", "support=-1h", "project_retention"),
+        ("TURNKEEPER_PROJECT_RETENTION", "support=soon", "project_retention"),
+        ("TURNKEEPER_PROJECT_RETENTION", "../escape=30d", "project_retention"),
+        ("TURNKEEPER_PROJECT_RETENTION", "support", "project_retention"),
     ],
 )
 def test_invalid_value_fails_naming_the_key(
@@ -117,6 +124,33 @@ def test_never_disables_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().session_expiration == timedelta(hours=24)
     monkeypatch.setenv("TURNKEEPER_SESSION_EXPIRATION", "never")
     assert load_settings().session_expiration is None
+
+
+def test_retention_is_kept_for_ever_unless_set_and_a_project_may_override_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load_settings().retention is None and not load_settings().retains
+    config = tmp_path / "turnkeeper.toml"
+    config.write_text(
+        '[turnkeeper]\nretention = "90d"\n'
+        '[turnkeeper.project_retention]\nsupport = "7d"\n"legal/eu" = "never"\n'
+    )
+    monkeypatch.setenv("TURNKEEPER_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.retains
+    assert settings.retention_for("support") == timedelta(days=7)
+    assert settings.retention_for("legal/eu") is None  # never, whatever retention says
+    assert settings.retention_for("other") == timedelta(days=90)
+    monkeypatch.setenv("TURNKEEPER_PROJECT_RETENTION", " support=1h30m , trials=2d ")
+    monkeypatch.setenv("TURNKEEPER_RETENTION", "never")
+    settings = load_settings()  # the environment beats the file, table and all
+    assert settings.project_retention == {
+        "support": timedelta(hours=1, minutes=30),
+        "trials": timedelta(days=2),
+    }
+    assert settings.retention_for("other") is None
+    monkeypatch.setenv("TURNKEEPER_PROJECT_RETENTION", "support=never")
+    assert not load_settings(retention=0).retains
 
 
 def test_settings_built_before_follow_a_changed_environment(

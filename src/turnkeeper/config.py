@@ -51,6 +51,7 @@ from turnkeeper import _speedups
 from turnkeeper.errors import InvalidConfig
 from turnkeeper.tokens import APPROX_ENCODING, EXACT_ENCODINGS
 from turnkeeper.types import CutMode, StrategyName
+from turnkeeper.validation import NAME_PATTERN
 
 APP_NAME = "turnkeeper"
 
@@ -68,6 +69,8 @@ _UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _HOST_NAME = re.compile(r"^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\])$")
 """A host name or IP address as a Host header carries it (no port): DNS labels, an IPv4
 address, or an IPv6 address in brackets."""
+_PROJECT_NAME = re.compile(NAME_PATTERN)
+"""A project's name, as the API accepts it."""
 
 
 def parse_duration(value: Any) -> Any:
@@ -80,6 +83,16 @@ def parse_duration(value: Any) -> Any:
         )
         return timedelta(seconds=seconds)
     return value
+
+
+def _retention_duration(value: Any) -> Any:
+    """A retention: unset, 0 or `never` is None (kept for ever), a number is seconds, else a
+    duration as `parse_duration` reads it (a negative one is refused by the caller)."""
+    if value is None or value in (0, "0", "never", "none", ""):
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    return parse_duration(value)
 
 
 def default_database_url() -> str:
@@ -243,8 +256,23 @@ class Settings(BaseSettings):
     )
     archive_dir: Path | None = Field(
         default=None,
-        description="Where gc and the sweeper write expired sessions (JSONL, readable by "
-        "`turnkeeper import`) before deleting them. Unset: they are deleted unarchived.",
+        description="Where gc and the sweeper write the sessions they delete (expired, or past "
+        "their retention) as JSONL, readable by `turnkeeper import`, before deleting them. "
+        "Unset: they are deleted unarchived.",
+    )
+    retention: timedelta | None = Field(
+        default=None,
+        description="How long a session is kept after its last change (`updated_at`: an "
+        "append, an edit, a status change), whatever its status: the sweeper and gc delete "
+        "older sessions whole, archiving them first when `archive_dir` is set; a legal hold "
+        "keeps them. Unset, 0 or never (the default): kept for ever.",
+    )
+    project_retention: Annotated[dict[str, timedelta | None], NoDecode] = Field(
+        default_factory=dict,
+        description="`retention` per project, overriding it: a TOML table (`[turnkeeper."
+        'project_retention]`, `support = "30d"`) or, in the environment, `project=duration` '
+        "pairs separated by commas (`support=30d,legal=never`); `never` keeps a project's "
+        "sessions for ever whatever `retention` says.",
     )
     sliding_expiry: bool = Field(
         default=True,
@@ -495,6 +523,66 @@ class Settings(BaseSettings):
         if value in (0, "0", "never", "none", ""):
             return None
         return parse_duration(value)
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, value: Any) -> Any:
+        return _retention_duration(value)
+
+    @field_validator("retention")
+    @classmethod
+    def _retention_positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("must be a duration longer than 0 (or never)")
+        return value
+
+    @field_validator("project_retention", mode="before")
+    @classmethod
+    def _project_retention(cls, value: Any) -> Any:
+        """`project=duration` pairs (the environment's form) or a table, every project's
+        name checked as the API checks it and every duration positive (or `never`)."""
+        if isinstance(value, str):
+            pairs: dict[str, Any] = {}
+            for part in (p.strip() for p in value.split(",")):
+                if not part:
+                    continue
+                name, equals, duration = part.partition("=")
+                if not equals:
+                    raise ValueError(f"{part!r} is not project=duration (e.g. support=30d)")
+                pairs[name.strip()] = duration.strip()
+            value = pairs
+        if not isinstance(value, Mapping):
+            raise ValueError("must map projects to durations, e.g. support=30d,legal=never")
+        checked: dict[str, timedelta | None] = {}
+        for name, duration in value.items():
+            if not isinstance(name, str) or not _PROJECT_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a project name (1-255 letters, digits or "
+                    ". _ : @ / + = ~ -, starting with a letter or digit)"
+                )
+            parsed = _retention_duration(duration)
+            if parsed is not None and not isinstance(parsed, timedelta):
+                raise ValueError(
+                    f"{name}: {duration!r} is not a positive duration (e.g. 30d, or never)"
+                )
+            if parsed is not None and parsed <= timedelta(0):
+                raise ValueError(f"{name}: must be a duration longer than 0 (or never)")
+            checked[name] = parsed
+        return checked
+
+    def retention_for(self, project: str) -> timedelta | None:
+        """How long `project`'s sessions are kept after their last change (None: for ever):
+        its `project_retention`, else `retention`."""
+        if project in self.project_retention:
+            return self.project_retention[project]
+        return self.retention
+
+    @property
+    def retains(self) -> bool:
+        """Whether any project's sessions have a retention (the sweeper and gc apply it)."""
+        return self.retention is not None or any(
+            limit is not None for limit in self.project_retention.values()
+        )
 
     @field_validator(
         "cleanup_interval",

@@ -6,6 +6,9 @@ per run, in `turnkeeper.jsonl`'s export format, so `turnkeeper import FILE` brin
 The file is written under a temporary name, flushed to disk and renamed before anything is
 deleted: a session is never deleted unless its archive is complete and durable.
 
+The same run deletes the sessions past their project's retention (`turnkeeper.retention`),
+archived in the same file. A legal hold keeps a session from both, and the report lists it.
+
 The `Sweeper` runs expiry every `cleanup_interval` in a service process. Replicas share one
 database, so only one of them may sweep at a time: each run first tries the store's
 `exclusive_lock("sweep")`, shared by every process on that database (a PostgreSQL advisory lock;
@@ -15,6 +18,7 @@ another sweeper holds it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import uuid
@@ -24,9 +28,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from turnkeeper import jsonl, metrics
+from turnkeeper import jsonl, metrics, retention
 from turnkeeper.config import Settings
-from turnkeeper.errors import BackendUnavailable, SessionNotFound, TurnkeeperError
+from turnkeeper.errors import BackendUnavailable, TurnkeeperError
 from turnkeeper.logs import get_logger
 from turnkeeper.storage import locks
 from turnkeeper.storage.base import AdminStore, Store, require
@@ -46,24 +50,39 @@ def expired_before(store: Store, cutoff: datetime) -> list[str]:
     )
 
 
-def plan(store: Store, *, now: datetime, grace: timedelta | None) -> ExpiryReport:
+def plan(
+    store: Store,
+    *,
+    now: datetime,
+    grace: timedelta | None,
+    keep_for: retention.KeepFor | None = None,
+) -> ExpiryReport:
     """What a run would do, changing nothing (`gc --dry-run`): the active sessions it would
-    mark expired and, with a `grace` (a deleting run), the sessions it would delete."""
+    mark expired; with a `grace` (a deleting run), the expired sessions it would delete; with
+    `keep_for` (a retention), the sessions past it it would delete; and those of both a legal
+    hold keeps."""
     due = _ids_where(
         store, SessionStatus.ACTIVE, lambda s: s.expires_at is not None and s.expires_at <= now
     )
-    if grace is None:
-        return ExpiryReport(expired=tuple(due))
-    cutoff = now - grace
-    gone = set(expired_before(store, cutoff))
-    gone.update(
-        _ids_where(
-            store,
-            SessionStatus.ACTIVE,
-            lambda s: s.expires_at is not None and s.expires_at <= cutoff,
+    gone: set[str] = set()
+    if grace is not None:
+        cutoff = now - grace
+        gone.update(expired_before(store, cutoff))
+        gone.update(
+            _ids_where(
+                store,
+                SessionStatus.ACTIVE,
+                lambda s: s.expires_at is not None and s.expires_at <= cutoff,
+            )
         )
+    expired = retention.split_held(store, sorted(gone))
+    retained = retention.due(store, keep_for, now, skip=gone)
+    return ExpiryReport(
+        expired=tuple(due),
+        deleted=expired.deletable,
+        retention_deleted=retained.deletable,
+        held=tuple(sorted((*expired.held, *retained.held))),
     )
-    return ExpiryReport(expired=tuple(due), deleted=tuple(sorted(gone)))
 
 
 def _ids_where(store: Store, status: SessionStatus, wanted: Callable[[Session], bool]) -> list[str]:
@@ -114,42 +133,44 @@ def delete_expired(
     store: Store,
     *,
     now: datetime,
-    grace: timedelta,
+    grace: timedelta | None,
     archive_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
     seal_with: MasterKeys | None = None,
+    keep_for: retention.KeepFor | None = None,
 ) -> ExpiryReport:
-    """Mark due sessions expired, then delete the expired ones past `grace`, one by one
-    (`progress` is called with each deleted id), after first archiving them when an
-    `archive_dir` is given.
+    """Mark due sessions expired, then delete the expired ones past `grace` (none when it is
+    None) and, with `keep_for`, every session past its project's retention, one by one
+    (`progress` is called with each deleted id), after first archiving them all in one file
+    when an `archive_dir` is given. A session a legal hold covers is kept and reported.
 
     Only the sessions written to the archive are deleted (by id), so a session that expires
     while the archive is being written waits for the next run rather than being lost.
     """
     marked = require(store, AdminStore, "expiry").expire_sessions(now=now)
-    due = expired_before(store, now - grace)
-    if not due:
-        return marked
+    expired = retention.split_held(
+        store, [] if grace is None else expired_before(store, now - grace)
+    )
+    retained = retention.due(store, keep_for, now, skip={*expired.deletable, *expired.held})
+    doomed = [*expired.deletable, *retained.deletable]
+    held = [*expired.held, *retained.held]
+    if not doomed:
+        return dataclasses.replace(marked, held=tuple(sorted(held)))
     path = (
         None
         if archive_dir is None
-        else archive_sessions(store, due, archive_dir, now, seal_with=seal_with)
+        else archive_sessions(store, doomed, archive_dir, now, seal_with=seal_with)
     )
-    deleted = []
-    for session_id in due:
-        try:
-            store.delete_session(session_id)
-        except SessionNotFound:  # deleted meanwhile (by hand); it is archived either way
-            continue
-        deleted.append(session_id)
-        if progress is not None:
-            progress(session_id)
+    gone = retention.delete_unless_held(store, expired.deletable, progress)
+    retained_out = retention.delete_unless_held(store, retained.deletable, progress)
     if path is not None:
-        metrics.SESSIONS_ARCHIVED.inc(len(due))
+        metrics.SESSIONS_ARCHIVED.inc(len(doomed))
     return ExpiryReport(
         expired=marked.expired,
-        deleted=tuple(deleted),
+        deleted=gone.deletable,
         archive_path=None if path is None else str(path),
+        retention_deleted=retained_out.deletable,
+        held=tuple(sorted((*held, *gone.held, *retained_out.held))),
     )
 
 
@@ -218,7 +239,13 @@ class Sweeper:
             self._logger.warning("expiry_sweep_failed", error=str(exc))
             return None
         metrics.SWEEPS.labels("ran").inc()
-        self._logger.info("expiry_sweep", expired=len(report.expired), deleted=len(report.deleted))
+        self._logger.info(
+            "expiry_sweep",
+            expired=len(report.expired),
+            deleted=len(report.deleted),
+            retention_deleted=len(report.retention_deleted),
+            held=len(report.held),
+        )
         return report
 
     def _loop(self) -> None:

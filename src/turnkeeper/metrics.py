@@ -116,11 +116,22 @@ SESSIONS_EXPIRED = Counter(
 )
 
 SESSIONS_ARCHIVED = Counter(
-    "turnkeeper_sessions_archived_total", "Expired sessions written to the JSONL archive."
+    "turnkeeper_sessions_archived_total",
+    "Sessions (expired, or past their retention) written to the JSONL archive.",
 )
 
 SESSIONS_DELETED = Counter(
     "turnkeeper_sessions_deleted_total", "Expired sessions deleted after the grace period."
+)
+
+SESSIONS_RETAINED_OUT = Counter(
+    "turnkeeper_sessions_retention_deleted_total",
+    "Sessions deleted whole because they outlived their project's retention.",
+)
+
+SESSIONS_HELD = Counter(
+    "turnkeeper_sessions_held_total",
+    "Sessions past their retention (or expiry grace) that a legal hold kept, counted per run.",
 )
 
 SWEEPS = Counter(

@@ -321,6 +321,10 @@ class ExpiryReport:
     deleted: tuple[str, ...] = ()
     archive_path: str | None = None
     """The JSONL file the deleted sessions were archived to, if any."""
+    retention_deleted: tuple[str, ...] = ()
+    """Sessions deleted (whole) because they outlived their project's `retention`."""
+    held: tuple[str, ...] = ()
+    """Sessions past their retention that a legal hold kept."""
 
 
 @dataclass(frozen=True, slots=True)

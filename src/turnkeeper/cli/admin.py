@@ -47,37 +47,48 @@ def gc(
         typer.Option(
             "--archive-dir",
             metavar="DIR",
-            help="With --delete, first write the sessions to a JSONL file in DIR (readable by "
+            help="First write the sessions to delete to a JSONL file in DIR (readable by "
             "`turnkeeper import`); default: archive_dir.",
             show_default=False,
         ),
     ] = None,
     dry_run: Annotated[
         bool,
-        typer.Option("--dry-run", help="Report what would be expired and deleted; change nothing."),
+        typer.Option(
+            "--dry-run",
+            help="Report what would be expired and deleted (past retention too) and what a "
+            "legal hold keeps; change nothing.",
+        ),
     ] = False,
 ) -> None:
     """Mark sessions past their expiry as expired (and with --delete, delete old ones).
 
-    Prints counts; --json lists the session ids.
+    With a retention set (`retention`, `project_retention`), also delete every session whose
+    last change is older than its project's retention; a legal hold keeps a session from
+    both. Prints counts; --json lists the session ids.
     """
+    retains = ctx.tk.settings.retains
     if dry_run:
         ctx.out.expiry(
             ctx.tk.transfer.expire(delete=delete, grace=grace, dry_run=True),
             delete=delete,
             dry_run=True,
+            retains=retains,
         )
         return
     # The plan gives the progress bar its total (what is deleted may differ by a few
     # sessions that expire or are deleted meanwhile; the report says what happened).
-    total = (
-        len(ctx.tk.transfer.expire(delete=True, grace=grace, dry_run=True).deleted) if delete else 0
+    planned = (
+        ctx.tk.transfer.expire(delete=delete, grace=grace, dry_run=True)
+        if delete or retains
+        else None
     )
-    with ctx.out.progress("Deleting expired sessions", total=total) as advance:
+    total = 0 if planned is None else len(planned.deleted) + len(planned.retention_deleted)
+    with ctx.out.progress("Deleting sessions", total=total) as advance:
         report = ctx.tk.transfer.expire(
             delete=delete, grace=grace, archive_dir=archive_dir, progress=lambda _: advance()
         )
-    ctx.out.expiry(report, delete=delete)
+    ctx.out.expiry(report, delete=delete, retains=retains)
 
 
 @command(app, "stats")

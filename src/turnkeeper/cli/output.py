@@ -505,21 +505,33 @@ class Output:
 
     # -- admin ------------------------------------------------------------------------------
 
-    def expiry(self, report: ExpiryReport, *, delete: bool, dry_run: bool = False) -> None:
-        """Counts for people (ids only in JSON: a sweep may touch thousands of sessions)."""
+    def expiry(
+        self, report: ExpiryReport, *, delete: bool, dry_run: bool = False, retains: bool = False
+    ) -> None:
+        """Counts for people (ids only in JSON: a sweep may touch thousands of sessions): what
+        was expired, deleted, deleted past retention (when one is set: `retains`), and kept
+        by a legal hold."""
         if self.json:
             self.document({**records.plain(report), "dry_run": dry_run})
             return
+        deletions = []
+        if delete:
+            deletions.append(counted(len(report.deleted), "session"))
+        if retains:
+            deletions.append(f"{counted(len(report.retention_deleted), 'session')} past retention")
         expired = counted(len(report.expired), "session")
-        deleted = counted(len(report.deleted), "session")
+        held = (
+            f"; kept {counted(len(report.held), 'session')} under legal hold" if report.held else ""
+        )
         if dry_run:
-            line = f"Would expire {expired}" + (f" and delete {deleted}" if delete else "")
-            self.console.print(f"{line}; nothing was changed (--json lists them).")
+            actions = [f"expire {expired}", *(f"delete {d}" for d in deletions)]
+            line = " and ".join([", ".join(actions[:-1]), actions[-1]] if actions[1:] else actions)
+            self.console.print(f"Would {line}{held}; nothing was changed (--json lists them).")
             return
-        line = f"Expired {expired}" + (f", deleted {deleted}" if delete else "")
+        line = ", ".join([f"Expired {expired}", *(f"deleted {d}" for d in deletions)])
         if report.archive_path is not None:
             line += f" (archived to {report.archive_path})"
-        self.console.print(Text(line + "."), soft_wrap=True)
+        self.console.print(Text(line + held + "."), soft_wrap=True)
 
     def session_stats(self, stats: SessionStats) -> None:
         if self.json:

@@ -1,5 +1,5 @@
 """Moving sessions in and out, as `tk.transfer`: JSONL export and import, and the expiry
-sweep (which archives what it deletes in the same JSONL form).
+sweep with retention (which archives what it deletes in the same JSONL form).
 
 These are operator tasks, not turn-time operations; the whole-store calls they make
 (`jsonl`, `expiry`) stay in this module.
@@ -100,6 +100,13 @@ class Transfer:
         older than the grace period (default: `expiry_grace`), calling `progress` with each.
         With `dry_run`, change nothing and report what a run would expire and delete.
 
+        When a `retention` (or `project_retention`) is set, every run also deletes the
+        sessions whose last change is older than their project's retention, whole and
+        whatever their status (`retention_deleted` in the report), through the store's delete
+        path (the caches forget them; when encrypted, their data keys are destroyed). A
+        session under a legal hold is neither deleted by expiry nor by retention: the report
+        lists it in `held`.
+
         With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
         sessions to delete are first written to a new JSONL file there (`archive_path` in the
         report), which `turnkeeper import` reads back; nothing is deleted unless its archive
@@ -109,23 +116,31 @@ class Transfer:
         tk = self._tk
         now = tk.now()
         grace = tk.settings.expiry_grace if grace is None else grace
+        keep_for = tk.settings.retention_for if tk.settings.retains else None
         if dry_run:
-            return expiry.plan(tk.store, now=now, grace=grace if delete else None)
-        if delete:
+            return expiry.plan(
+                tk.store, now=now, grace=grace if delete else None, keep_for=keep_for
+            )
+        if delete or keep_for is not None:
             report = expiry.delete_expired(
                 tk.store,
                 now=now,
-                grace=grace,
+                grace=grace if delete else None,
                 archive_dir=archive_dir or tk.settings.archive_dir,
                 progress=progress,
                 seal_with=configured_master_keys(tk.settings),
+                keep_for=keep_for,
             )
         else:
             report = require(tk.store, AdminStore, "expiry").expire_sessions(now=now)
         if report.archive_path is not None:
             get_logger("turnkeeper.expiry").info(
-                "sessions_archived", path=report.archive_path, sessions=len(report.deleted)
+                "sessions_archived",
+                path=report.archive_path,
+                sessions=len(report.deleted) + len(report.retention_deleted),
             )
         metrics.SESSIONS_EXPIRED.inc(len(report.expired))
         metrics.SESSIONS_DELETED.inc(len(report.deleted))
+        metrics.SESSIONS_RETAINED_OUT.inc(len(report.retention_deleted))
+        metrics.SESSIONS_HELD.inc(len(report.held))
         return report

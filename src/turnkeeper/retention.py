@@ -1,0 +1,110 @@
+"""Retention: which sessions have outlived their project's `retention`, and which of those a
+legal hold keeps.
+
+A session is past its retention once its last change (`updated_at`: an append, an edit, a
+status change) is older than the retention of its project (`project_retention`, else
+`retention`); it is then deleted whole, whatever its status, by the same run that deletes
+expired sessions (`turnkeeper.expiry.delete_expired`: the sweeper and `turnkeeper gc`), through
+the store's `delete_session`, so the caches forget it and an encrypting store destroys its data
+key. Retention is housekeeping, not an erasure on request: it leaves no tombstone.
+
+A legal hold (`tk.set_legal_hold`, the `ErasureStore` capability) on the session or on its
+project keeps it; the run reports it as held. A store without that capability has no holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from turnkeeper.errors import SessionNotFound
+from turnkeeper.storage.base import ErasureStore, Store
+from turnkeeper.types import Session, SessionFilter
+
+KeepFor = Callable[[str], timedelta | None]
+"""How long a project's sessions are kept after their last change (None: for ever):
+`Settings.retention_for`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """Sessions a run would delete, and those a legal hold keeps from it (ids, sorted)."""
+
+    deletable: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
+
+
+def past_retention(
+    store: Store, keep_for: KeepFor, now: datetime, *, skip: Collection[str] = ()
+) -> list[str]:
+    """Ids of the sessions (any status) whose last change is older than their project's
+    retention, except those in `skip` (deleted by the same run for another reason)."""
+    return sorted(
+        session.id
+        for session in _every_session(store)
+        if session.id not in skip and _outlived(session, keep_for, now)
+    )
+
+
+def due(
+    store: Store, keep_for: KeepFor | None, now: datetime, *, skip: Collection[str] = ()
+) -> Due:
+    """The sessions past their retention (none without one: `keep_for` None), except those
+    in `skip`, split into those that may go and those a legal hold keeps."""
+    if keep_for is None:
+        return Due()
+    return split_held(store, past_retention(store, keep_for, now, skip=skip))
+
+
+def _outlived(session: Session, keep_for: KeepFor, now: datetime) -> bool:
+    limit = keep_for(session.project)
+    return limit is not None and session.updated_at <= now - limit
+
+
+def _every_session(store: Store) -> Iterator[Session]:
+    cursor: str | None = None
+    while True:
+        page = store.list_sessions(SessionFilter(), limit=500, cursor=cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
+def held_of(store: Store, session_ids: Sequence[str]) -> frozenset[str]:
+    """Those of `session_ids` a legal hold covers (none on a store without holds)."""
+    if not session_ids or not isinstance(store, ErasureStore):
+        return frozenset()
+    return store.held_sessions(session_ids)
+
+
+def split_held(store: Store, session_ids: Sequence[str]) -> Due:
+    """`session_ids` split into those that may go and those a legal hold keeps."""
+    held = held_of(store, session_ids)
+    return Due(
+        deletable=tuple(i for i in session_ids if i not in held),
+        held=tuple(sorted(held)),
+    )
+
+
+def delete_unless_held(
+    store: Store, session_ids: Sequence[str], progress: Callable[[str], None] | None = None
+) -> Due:
+    """Delete each session through the store's delete path (caches, data keys), asking again
+    just before each whether a hold has come since the run was planned; returns what was
+    deleted and what a hold kept. One already gone is neither."""
+    deleted: list[str] = []
+    held: list[str] = []
+    for session_id in session_ids:
+        if held_of(store, [session_id]):
+            held.append(session_id)
+            continue
+        try:
+            store.delete_session(session_id)
+        except SessionNotFound:  # deleted meanwhile (by hand, or erased)
+            continue
+        deleted.append(session_id)
+        if progress is not None:
+            progress(session_id)
+    return Due(deletable=tuple(deleted), held=tuple(held))

@@ -118,6 +118,9 @@ class CachedStore(StoreWrapper):
         self.lru = lru
         self.redis = redis
         self._ns = keys.namespace(inner.url)
+        self._says_versions = isinstance(inner, VersionedAppendStore)
+        """Asked once: a protocol's `isinstance` looks up each of its methods, a cost an
+        append would pay every time."""
         if isinstance(inner, ErasureStore):
             self.erase_session = self._erase_session
         if isinstance(inner, SessionLookupStore):
@@ -274,11 +277,11 @@ class CachedStore(StoreWrapper):
         """The append, and the in-process entries carried to the version it wrote (see the
         module), where the store says which version that is (`VersionedAppendStore`); else the
         version is None and nothing is carried."""
-        if not isinstance(self.inner, VersionedAppendStore):
+        if not self._says_versions:
             return self.inner.append_messages(
                 session_id, drafts, expected_last_seq=expected_last_seq, now=now
             ), None
-        stored, version = self.inner.append_messages_versioned(
+        stored, version = cast(VersionedAppendStore, self.inner).append_messages_versioned(
             session_id, drafts, expected_last_seq=expected_last_seq, now=now
         )
         if version is not None and self.lru is not None:

@@ -27,8 +27,8 @@ from turnkeeper.storage.base import (
 from turnkeeper.testing.core import StoreContract
 from turnkeeper.testing.cut_points import CutPointContract
 from turnkeeper.testing.erasure import ErasureContract
-from turnkeeper.testing.retention import RetentionContract
 from turnkeeper.testing.forks import ForkContract
+from turnkeeper.testing.retention import RetentionContract
 from turnkeeper.testing.values import LATER, MISSING, NOW, draft, new_session
 from turnkeeper.types import (
     AgentStateUpdate,

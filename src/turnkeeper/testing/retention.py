@@ -23,7 +23,7 @@ from turnkeeper.storage.base import (
     TraceStore,
 )
 from turnkeeper.testing.values import MISSING, NOW, draft, new_session
-from turnkeeper.types import Role, Session, SummaryCheckpoint, Usage
+from turnkeeper.types import MessageDraft, Role, Session, SummaryCheckpoint, Usage
 
 
 class _Retaining(
@@ -36,18 +36,25 @@ CUTOFF = NOW - timedelta(days=365)
 RECENT = NOW - timedelta(days=2)
 
 
+def _old_reply(content: str, seq: int, *, tokens: int) -> MessageDraft:
+    trace = f'{{"w": "canary {seq}"}}'
+    return draft(
+        content, role=Role.ASSISTANT, created_at=OLD, usage=Usage(100, 10), tokens=tokens,
+        trace=trace,
+    )  # fmt: skip
+
+
 def _long_session(store: _Retaining) -> Session:
     """Seqs 1-4 written long ago (2 and 4 replies with traces and usage), seqs 5-6 lately (6 a
     reply with its trace); checkpoints covering 2 and 5; the cut point at 3."""
     session = store.create_session(new_session(f"retention-{uuid.uuid4().hex[:8]}"), now=OLD)
-    old_reply = {"role": Role.ASSISTANT, "created_at": OLD, "usage": Usage(100, 10)}
     store.append_messages(
         session.id,
         [
             draft("canary old question", created_at=OLD, tokens=4),
-            draft("canary old answer", trace='{"w": "canary 2"}', tokens=5, **old_reply),
+            _old_reply("canary old answer", 2, tokens=5),
             draft("canary old follow-up", created_at=OLD, tokens=6),
-            draft("canary old reply", trace='{"w": "canary 4"}', tokens=7, **old_reply),
+            _old_reply("canary old reply", 4, tokens=7),
         ],
         now=OLD,
     )
@@ -86,9 +93,7 @@ class RetentionContract:
             (6, "recent answer"),
         ]
         assert store.count_messages_before(session.id, CUTOFF) == 0
-        assert store.find_messages(session.id, [m.id for m in left]).keys() == {
-            m.id for m in left
-        }
+        assert store.find_messages(session.id, [m.id for m in left]).keys() == {m.id for m in left}
         assert store.count_messages(session.id) == 2
 
     def test_checkpoints_and_traces_that_may_hold_old_text_go(self, store: _Retaining) -> None:

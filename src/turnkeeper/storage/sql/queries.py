@@ -452,10 +452,10 @@ def forget_from_seq(session_id: str, seq: int) -> list[tuple[str, tuple[Any, ...
 
 # -- message retention (`RetentionStore`) --------------------------------------------------------
 
-COUNT_MESSAGES_BEFORE = "SELECT count(*) AS n FROM messages WHERE session_id = ? AND created_at <= ?"
-FIRST_SEQ_BEFORE = (
-    "SELECT min(seq) AS seq FROM messages WHERE session_id = ? AND created_at <= ?"
+COUNT_MESSAGES_BEFORE = (
+    "SELECT count(*) AS n FROM messages WHERE session_id = ? AND created_at <= ?"
 )
+FIRST_SEQ_BEFORE = "SELECT min(seq) AS seq FROM messages WHERE session_id = ? AND created_at <= ?"
 DELETE_MESSAGES_BEFORE = "DELETE FROM messages WHERE session_id = ? AND created_at <= ?"
 RETOTAL_KEEPING_SEQ = "UPDATE sessions SET" + MESSAGE_TOTALS + " version = version + 1 WHERE id = ?"
 """After retention took old messages: the totals of those left and a new version, while

@@ -2,27 +2,23 @@
 retention in every `expire()` run (the sweeper, `turnkeeper gc`), with the summary checkpoints
 and turn traces that may hold their text, while windows, history, stats, search, appends,
 pops, forks and exports go on from what is left; on every backend as a deployment assembles
-it, a replica sharing Redis, an encrypted SQLite file, the raw bytes of a SQLite file, and
-`turnkeeper gc` as a real process."""
+it, a replica sharing Redis, an encrypted SQLite file and the raw bytes of a SQLite file
+(`turnkeeper gc` as a real process is in tests/test_retention.py, beside its fixture)."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import Clock
-from tests.test_retention import BACKENDS, POLICY, ROOT, _settings
+from tests.test_retention import BACKENDS, POLICY, _settings
 from turnkeeper.assemble import open_store
 from turnkeeper.config import load_settings
 from turnkeeper.encryption.keys import generate_master_key
@@ -128,3 +124,63 @@ def test_a_legal_hold_keeps_old_messages_and_is_reported(tk: Turnkeeper, clock: 
     assert _summaries_and_traces(tk, chat)[1] == 1
     tk.set_legal_hold(chat, False)
     assert dict(tk.transfer.expire().messages_deleted) == {chat: 5}
+
+
+def test_a_replica_sharing_redis_serves_none_of_the_deleted_messages(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
+) -> None:
+    import redis
+
+    settings = _settings("postgres+redis", request, tmp_path)
+    canary = f"canary-{uuid.uuid4().hex[:8]}"
+    a = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
+    b = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
+    try:
+        chat = _long_chat(a, clock, canary)
+        assert canary in str(b.context(chat, strategy="full"))  # b's LRU and Redis hold it
+        assert len(b.history(chat)) == 7
+        assert dict(a.transfer.expire().messages_deleted) == {chat: 5}
+        assert [m.seq for m in b.history(chat)] == [6, 7]
+        assert canary not in str(b.context(chat, strategy="full"))
+        assert b.session_stats(chat).message_count == 2
+        client = redis.Redis.from_url(str(settings.redis_url))
+        try:
+            values = [client.get(key) for key in client.scan_iter(count=1000)]
+        finally:
+            client.close()
+        assert not [v for v in values if v is not None and canary.encode() in v]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_nothing_of_the_deleted_messages_is_left_in_the_sqlite_file(
+    tmp_path: Path, clock: Clock
+) -> None:
+    path = tmp_path / "raw.db"
+    settings = load_settings(database_url=f"sqlite:///{path}", **POLICY)
+    canary = f"canary-{uuid.uuid4().hex[:8]}"
+    with Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock) as tk:
+        chat = _long_chat(tk, clock, canary)
+        assert dict(tk.transfer.expire().messages_deleted) == {chat: 5}
+    with sqlite3.connect(path) as conn:  # what an operator does (docs/privacy.md)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
+    conn.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("raw.db*"))
+    assert b"a new question" in raw  # what is left is there: the search could find it
+    assert canary.encode() not in raw
+
+
+def test_an_encrypted_session_reads_its_remaining_messages(tmp_path: Path, clock: Clock) -> None:
+    settings = load_settings(
+        database_url=f"sqlite:///{tmp_path / 'enc.db'}",
+        encryption_key=generate_master_key("k1"),
+        **POLICY,
+    )
+    with Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock) as tk:
+        chat = _long_chat(tk, clock, "canary-sealed")
+        assert dict(tk.transfer.expire().messages_deleted) == {chat: 5}
+        assert [m.content for m in tk.history(chat)] == ["a new question", "a new answer"]
+        assert "canary" not in str(tk.context(chat, strategy="summarize"))
+        assert tk.append(chat, "user", "still sealed").seq == 8

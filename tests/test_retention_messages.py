@@ -72,6 +72,8 @@ def test_old_messages_go_with_what_holds_their_text_and_the_session_goes_on(
     tk.append(other, "user", f"{canary} kept for 30 days")
     summaries, traces = _summaries_and_traces(tk, chat)
     assert summaries >= 1 and traces == 1
+    cut = tk.get_session(chat)
+    assert tk.store.move_cut_point(chat, 3, version=cut.version)  # type: ignore[attr-defined]
     before = tk.get_session(chat)
 
     planned = tk.transfer.expire(dry_run=True)
@@ -85,7 +87,7 @@ def test_old_messages_go_with_what_holds_their_text_and_the_session_goes_on(
     assert [(m.seq, m.content) for m in history] == [(6, "a new question"), (7, "a new answer")]
     assert _summaries_and_traces(tk, chat) == (0, 0)
     after = tk.get_session(chat)
-    assert (after.message_count, after.last_seq) == (2, 7)
+    assert (after.message_count, after.last_seq, after.cut_seq) == (2, 7, 3)
     assert after.stored_tokens == sum(m.tokens for m in history)
     assert after.version > before.version and after.updated_at == before.updated_at
     stats = tk.session_stats(chat)

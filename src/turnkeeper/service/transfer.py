@@ -103,9 +103,11 @@ class Transfer:
         When a `retention` (or `project_retention`) is set, every run also deletes the
         sessions whose last change is older than their project's retention, whole and
         whatever their status (`retention_deleted` in the report), through the store's delete
-        path (the caches forget them; when encrypted, their data keys are destroyed). A
-        session under a legal hold is neither deleted by expiry nor by retention: the report
-        lists it in `held`.
+        path (the caches forget them; when encrypted, their data keys are destroyed); then,
+        in the sessions that live on, the messages created more than the retention ago, with
+        the checkpoints and traces that may hold their text (`messages_deleted`, by session;
+        not archived; `turnkeeper.retention`). A session under a legal hold is neither
+        deleted by expiry nor by retention: the report lists it in `held`.
 
         With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
         sessions to delete are first written to a new JSONL file there (`archive_path` in the

@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.conftest import Clock
 from tests.test_retention import BACKENDS, POLICY, _settings
@@ -80,9 +81,11 @@ def test_old_messages_go_with_what_holds_their_text_and_the_session_goes_on(
     assert dict(planned.messages_deleted) == {chat: 5}
     assert len(tk.history(chat)) == 7  # a dry run changes nothing
 
+    counted = REGISTRY.get_sample_value("turnkeeper_messages_retention_deleted_total") or 0.0
     report = tk.transfer.expire()
     assert dict(report.messages_deleted) == {chat: 5}
     assert (report.retention_deleted, report.held) == ((), ())
+    assert REGISTRY.get_sample_value("turnkeeper_messages_retention_deleted_total") == counted + 5
     history = tk.history(chat)
     assert [(m.seq, m.content) for m in history] == [(6, "a new question"), (7, "a new answer")]
     assert _summaries_and_traces(tk, chat) == (0, 0)

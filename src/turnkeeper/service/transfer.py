@@ -144,5 +144,6 @@ class Transfer:
         metrics.SESSIONS_EXPIRED.inc(len(report.expired))
         metrics.SESSIONS_DELETED.inc(len(report.deleted))
         metrics.SESSIONS_RETAINED_OUT.inc(len(report.retention_deleted))
+        metrics.MESSAGES_RETAINED_OUT.inc(sum(report.messages_deleted.values()))
         metrics.SESSIONS_HELD.inc(len(report.held))
         return report

@@ -310,7 +310,9 @@ class CachedStore(StoreWrapper):
         and in Redis. The version it bumps already keeps every reader, on any replica, from
         the entries of before (each key carries its version); forgetting them takes the
         deleted text out of the caches now rather than when they age out. No marker: the
-        session lives on and is cached again at its new version."""
+        session lives on and is cached again at its new version (so a replica that read the
+        old version just before may still write an entry of it, which no reader asks for and
+        which ages out with the TTL)."""
         deleted = cast(RetentionStore, self.inner).delete_messages_before(session_id, cutoff)
         if deleted:
             if self.lru is not None:

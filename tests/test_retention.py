@@ -100,11 +100,15 @@ def test_sessions_past_their_projects_retention_go_whole_and_held_ones_stay(
     assert planned.held == tuple(sorted([held, audited]))
     assert not _gone(tk, idle)  # a dry run changes nothing
 
+    assert dict(planned.messages_deleted) == {busy: 2}  # it lives on without its old ones
+
     report = tk.transfer.expire()
     assert (report.retention_deleted, report.held) == (planned.retention_deleted, planned.held)
     assert report.deleted == ()  # nothing expired: retention alone deleted them
+    assert report.messages_deleted == planned.messages_deleted
     assert _gone(tk, idle) and _gone(tk, closed)
-    for kept in (busy, case, held, audited):
+    assert [m.content for m in tk.history(busy)] == ["still here"]
+    for kept in (case, held, audited):
         assert len(tk.history(kept)) >= 2
     assert tk.history(held)[0].content == "held: my account number is 1234"
 
@@ -351,6 +355,42 @@ def test_gc_reports_deletes_and_archives_what_retention_reaches(tmp_path: Path, 
     )
     with Turnkeeper(open_store(settings.database_url, settings), settings) as tk:
         assert {s.id for s in tk.list_sessions().items} == {held, case}
+
+
+def test_gc_deletes_and_reports_old_messages_of_sessions_that_live_on(
+    tmp_path: Path, gc: Any
+) -> None:
+    url = _db(tmp_path)
+    settings = load_settings(database_url=url)
+    with Turnkeeper(open_store(url, settings), settings, clock=Clock()) as past:  # 2026-01-01
+        chat = past.create_session(key="chat").id
+        held = past.create_session(key="held").id
+        for session_id in (chat, held):
+            past.append(session_id, "user", "canary from long ago")
+    with Turnkeeper(open_store(url, settings), settings) as now:  # the real clock
+        for session_id in (chat, held):
+            now.append(session_id, "user", "said today")
+        now.set_legal_hold(held, True)
+
+    dry = gc("--dry-run", retention="30d")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout == (
+        "Would expire 0 sessions, delete 0 sessions past retention and delete 1 message past "
+        "retention from 1 session that live on; kept 1 session under legal hold; nothing was "
+        "changed (--json lists them).\n"
+    )
+    listed = json.loads(gc("--dry-run", "--json", retention="30d").stdout)
+    assert (listed["messages_deleted"], listed["held"]) == ({chat: 1}, [held])
+    done = gc("--json", retention="30d")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["messages_deleted"] == {chat: 1}
+    again = gc(retention="30d")
+    assert again.stdout == (
+        "Expired 0 sessions, deleted 0 sessions past retention; kept 1 session under legal hold.\n"
+    )
+    with Turnkeeper(open_store(url, settings), settings) as tk:
+        assert [m.content for m in tk.history(chat)] == ["said today"]
+        assert len(tk.history(held)) == 2
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ The file is written under a temporary name, flushed to disk and renamed before a
 deleted: a session is never deleted unless its archive is complete and durable.
 
 The same run deletes the sessions past their project's retention (`turnkeeper.retention`),
-archived in the same file. A legal hold keeps a session from both, and the report lists it.
+archived in the same file, and then the messages past it in the sessions that live on (not
+archived). A legal hold keeps a session from all of it, and the report lists it.
 
 The `Sweeper` runs expiry every `cleanup_interval` in a service process. Replicas share one
 database, so only one of them may sweep at a time: each run first tries the store's
@@ -18,7 +19,6 @@ another sweeper holds it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import uuid
@@ -77,11 +77,15 @@ def plan(
         )
     expired = retention.split_held(store, sorted(gone))
     retained = retention.due(store, keep_for, now, skip=gone)
+    old = retention.old_messages(
+        store, keep_for, now, skip={*gone, *retained.deletable, *retained.held}
+    )
     return ExpiryReport(
         expired=tuple(due),
         deleted=expired.deletable,
         retention_deleted=retained.deletable,
-        held=tuple(sorted((*expired.held, *retained.held))),
+        held=tuple(sorted({*expired.held, *retained.held, *old.held})),
+        messages_deleted=old.counts,
     )
 
 
@@ -142,7 +146,9 @@ def delete_expired(
     """Mark due sessions expired, then delete the expired ones past `grace` (none when it is
     None) and, with `keep_for`, every session past its project's retention, one by one
     (`progress` is called with each deleted id), after first archiving them all in one file
-    when an `archive_dir` is given. A session a legal hold covers is kept and reported.
+    when an `archive_dir` is given; then, with `keep_for`, the messages past the retention of
+    the sessions left (`turnkeeper.retention.delete_old_messages`; not archived). A session a
+    legal hold covers is kept and reported.
 
     Only the sessions written to the archive are deleted (by id), so a session that expires
     while the archive is being written waits for the next run rather than being lost.
@@ -154,23 +160,24 @@ def delete_expired(
     retained = retention.due(store, keep_for, now, skip={*expired.deletable, *expired.held})
     doomed = [*expired.deletable, *retained.deletable]
     held = [*expired.held, *retained.held]
-    if not doomed:
-        return dataclasses.replace(marked, held=tuple(sorted(held)))
     path = (
         None
-        if archive_dir is None
+        if archive_dir is None or not doomed
         else archive_sessions(store, doomed, archive_dir, now, seal_with=seal_with)
     )
     gone = retention.delete_unless_held(store, expired.deletable, progress)
     retained_out = retention.delete_unless_held(store, retained.deletable, progress)
     if path is not None:
         metrics.SESSIONS_ARCHIVED.inc(len(doomed))
+    old = retention.old_messages(store, keep_for, now, skip={*doomed, *held})
+    trimmed = retention.delete_old_messages(store, old)
     return ExpiryReport(
         expired=marked.expired,
         deleted=gone.deletable,
         archive_path=None if path is None else str(path),
         retention_deleted=retained_out.deletable,
-        held=tuple(sorted((*held, *gone.held, *retained_out.held))),
+        held=tuple(sorted({*held, *gone.held, *retained_out.held, *trimmed.held})),
+        messages_deleted=trimmed.counts,
     )
 
 
@@ -244,6 +251,7 @@ class Sweeper:
             expired=len(report.expired),
             deleted=len(report.deleted),
             retention_deleted=len(report.retention_deleted),
+            messages_deleted=sum(report.messages_deleted.values()),
             held=len(report.held),
         )
         return report

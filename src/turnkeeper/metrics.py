@@ -129,6 +129,11 @@ SESSIONS_RETAINED_OUT = Counter(
     "Sessions deleted whole because they outlived their project's retention.",
 )
 
+MESSAGES_RETAINED_OUT = Counter(
+    "turnkeeper_messages_retention_deleted_total",
+    "Messages deleted from sessions that live on because they outlived their project's retention.",
+)
+
 SESSIONS_HELD = Counter(
     "turnkeeper_sessions_held_total",
     "Sessions past their retention (or expiry grace) that a legal hold kept, counted per run.",

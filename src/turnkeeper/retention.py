@@ -8,18 +8,25 @@ expired sessions (`turnkeeper.expiry.delete_expired`: the sweeper and `turnkeepe
 the store's `delete_session`, so the caches forget it and an encrypting store destroys its data
 key. Retention is housekeeping, not an erasure on request: it leaves no tombstone.
 
+The same run then deletes, in every session that lives on, the messages created more than
+its project's retention ago, with the summary checkpoints and turn traces that may hold their
+text (`RetentionStore.delete_messages_before`, which says what goes and what stays); a session
+so emptied is deleted whole once its last change is past the retention too. These messages are
+not archived.
+
 A legal hold (`tk.set_legal_hold`, the `ErasureStore` capability) on the session or on its
-project keeps it; the run reports it as held. A store without that capability has no holds.
+project keeps it, and its messages; the run reports it as held. A store without that
+capability has no holds; one without `RetentionStore` keeps old messages of live sessions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from turnkeeper.errors import SessionNotFound
-from turnkeeper.storage.base import ErasureStore, Store
+from turnkeeper.storage.base import ErasureStore, RetentionStore, Store
 from turnkeeper.types import Session, SessionFilter
 
 KeepFor = Callable[[str], timedelta | None]
@@ -108,3 +115,61 @@ def delete_unless_held(
         if progress is not None:
             progress(session_id)
     return Due(deletable=tuple(deleted), held=tuple(held))
+
+
+# -- messages past retention in sessions that live on -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OldMessages:
+    """The sessions with messages past their project's retention: the cutoff of each (its
+    messages created at or before it go) with how many it has, and those a legal hold keeps."""
+
+    cutoffs: Mapping[str, datetime]
+    counts: Mapping[str, int]
+    held: tuple[str, ...] = ()
+
+
+def old_messages(
+    store: Store, keep_for: KeepFor | None, now: datetime, *, skip: Collection[str] = ()
+) -> OldMessages:
+    """The sessions (but those in `skip`, deleted whole by the same run) holding messages
+    created more than their project's retention ago; one count per session with messages
+    (none without a retention or on a store without `RetentionStore`)."""
+    if keep_for is None or not isinstance(store, RetentionStore):
+        return OldMessages({}, {})
+    cutoffs: dict[str, datetime] = {}
+    counts: dict[str, int] = {}
+    for session in _every_session(store):
+        limit = keep_for(session.project)
+        if session.id in skip or limit is None or not session.message_count:
+            continue
+        count = store.count_messages_before(session.id, now - limit)
+        if count:
+            cutoffs[session.id], counts[session.id] = now - limit, count
+    held = held_of(store, sorted(counts))
+    return OldMessages(
+        cutoffs={i: at for i, at in cutoffs.items() if i not in held},
+        counts={i: n for i, n in sorted(counts.items()) if i not in held},
+        held=tuple(sorted(held)),
+    )
+
+
+def delete_old_messages(store: Store, due: OldMessages) -> OldMessages:
+    """Delete the old messages of each session in `due` (a hold that came since the run was
+    planned keeps them: the store asks in the same transaction); returns what went, by
+    session, and what a hold kept. A session gone meanwhile is neither."""
+    if not due.cutoffs or not isinstance(store, RetentionStore):
+        return due
+    counts: dict[str, int] = {}
+    held: list[str] = list(due.held)
+    for session_id, cutoff in due.cutoffs.items():
+        try:
+            deleted = store.delete_messages_before(session_id, cutoff)
+        except SessionNotFound:  # deleted meanwhile
+            continue
+        if deleted is None:
+            held.append(session_id)
+        elif deleted:
+            counts[session_id] = deleted
+    return OldMessages(cutoffs={}, counts=counts, held=tuple(sorted(held)))

@@ -324,7 +324,11 @@ class ExpiryReport:
     retention_deleted: tuple[str, ...] = ()
     """Sessions deleted (whole) because they outlived their project's `retention`."""
     held: tuple[str, ...] = ()
-    """Sessions past their retention that a legal hold kept."""
+    """Sessions past their retention (whole, or with messages past it) that a legal hold
+    kept."""
+    messages_deleted: Mapping[str, int] = field(default_factory=dict)
+    """Messages deleted because they outlived their project's `retention`, by the id of the
+    session that lives on without them (sessions deleted whole are not in it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ def test_gc_marks_sessions_past_their_expiry_expired(cli: Cli) -> None:
     gone = _short_lived(cli)
     assert cli.json("gc") == {
         "expired": [gone], "deleted": [], "archive_path": None, "dry_run": False,
-        "retention_deleted": [], "held": [],
+        "retention_deleted": [], "held": [], "messages_deleted": {},
     }  # fmt: skip
     assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
     assert cli.json("sessions", "show", keeper)["session"]["status"] == "active"
@@ -60,7 +60,7 @@ def test_gc_dry_run_reports_the_plan_and_changes_nothing(cli: Cli) -> None:
     plan = cli.json("gc", "--delete", "--grace", "0s", "--dry-run")
     assert plan == {
         "expired": [due], "deleted": sorted([old, due]), "archive_path": None, "dry_run": True,
-        "retention_deleted": [], "held": [],
+        "retention_deleted": [], "held": [], "messages_deleted": {},
     }  # fmt: skip
     assert cli.json("gc", "--dry-run")["deleted"] == []  # without --delete nothing is deleted
     people = cli.ok("gc", "--delete", "--grace", "0s", "--dry-run").stdout
@@ -83,6 +83,7 @@ def test_gc_delete_keeps_expired_sessions_within_the_grace_period(cli: Cli) -> N
         "dry_run": False,
         "retention_deleted": [],
         "held": [],
+        "messages_deleted": {},
     }
     assert cli.json("sessions", "show", gone)["session"]["status"] == "expired"
 

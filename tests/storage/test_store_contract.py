@@ -29,6 +29,7 @@ from turnkeeper.storage.base import (
     ForkStore,
     FullStore,
     LockingStore,
+    RetentionStore,
     Store,
     SummaryStore,
     TraceStore,
@@ -49,6 +50,7 @@ CAPABILITIES = (
     LockingStore,
     ForkStore,
     TurnAttemptStore,
+    RetentionStore,
 )
 
 

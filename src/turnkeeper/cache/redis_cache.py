@@ -115,16 +115,18 @@ class RedisCache:
         milliseconds = max(int(self.ttl.total_seconds() * 1000), 1)
         self._call(lambda: self._set_unless(keys=[key, unless], args=[value, milliseconds]))
 
-    def forget(self, pattern: str, *, marker: str, marker_ttl: timedelta) -> bool:
-        """Set `marker` (so no entry it guards is written from now on), then delete every key
-        matching `pattern` but the marker. False when Redis could not be reached: what it
-        holds then ages out with the TTL."""
+    def forget(
+        self, pattern: str, *, marker: str | None = None, marker_ttl: timedelta = timedelta()
+    ) -> bool:
+        """Set `marker` if given (so no entry it guards is written from now on), then delete
+        every key matching `pattern` but the marker. False when Redis could not be reached:
+        what it holds then ages out with the TTL."""
 
         def forget() -> bool:
-            self._client.set(marker, b"1", ex=max(marker_ttl, self.ttl))
-            doomed = [
-                k for k in self._client.scan_iter(match=pattern, count=1000) if k != marker.encode()
-            ]
+            if marker is not None:
+                self._client.set(marker, b"1", ex=max(marker_ttl, self.ttl))
+            kept = None if marker is None else marker.encode()
+            doomed = [k for k in self._client.scan_iter(match=pattern, count=1000) if k != kept]
             for start in range(0, len(doomed), 1000):
                 self._client.delete(*doomed[start : start + 1000])
             return True

@@ -34,6 +34,7 @@ from turnkeeper.errors import SessionErased, SessionNotFound
 from turnkeeper.storage.base import (
     AdminStore,
     ErasureStore,
+    RetentionStore,
     SessionLookupStore,
     Store,
     StoreWrapper,
@@ -125,6 +126,8 @@ class CachedStore(StoreWrapper):
             self.erase_session = self._erase_session
         if isinstance(inner, SessionLookupStore):
             self.lookup_session = self._lookup_session
+        if isinstance(inner, RetentionStore):
+            self.delete_messages_before = self._delete_messages_before
 
     # -- the cache rule ---------------------------------------------------------------------
 
@@ -305,6 +308,22 @@ class CachedStore(StoreWrapper):
             self._forget(session_id, everywhere=True)
         return erased
 
+    def _delete_messages_before(self, session_id: str, cutoff: datetime) -> int | None:
+        """The store's deletion of old messages, then every cached entry of the session, here
+        and in Redis. The version it bumps already keeps every reader, on any replica, from
+        the entries of before (each key carries its version); forgetting them takes the
+        deleted text out of the caches now rather than when they age out. No marker: the
+        session lives on and is cached again at its new version (so a replica that read the
+        old version just before may still write an entry of it, which no reader asks for and
+        which ages out with the TTL)."""
+        deleted = cast(RetentionStore, self.inner).delete_messages_before(session_id, cutoff)
+        if deleted:
+            if self.lru is not None:
+                self.lru.forget(session_id)
+            if self.redis is not None:
+                self.redis.forget(keys.of_session(self._ns, session_id))
+        return deleted
+
     def _forget(self, session_id: str, *, everywhere: bool = False) -> None:
         """Drop the session's entries from the LRU, and with `everywhere` from Redis."""
         if self.lru is not None:
@@ -385,6 +404,8 @@ PASSED_THROUGH = (
     # TurnAttemptStore: shared state between processes, read as it changes: never cached.
     *("begin_turn_attempt", "renew_turn_attempt", "end_turn_attempt", "get_turn_attempt"),
     "message_seq_runs",  # SeqRunStore
+    # RetentionStore: `delete_messages_before` is bound to `_delete_messages_before`.
+    "count_messages_before",
     # CutPointStore: the cut point is a field of the session row, which is never cached.
     "move_cut_point",
     "search_messages",  # SearchStore

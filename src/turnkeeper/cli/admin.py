@@ -64,8 +64,9 @@ def gc(
     """Mark sessions past their expiry as expired (and with --delete, delete old ones).
 
     With a retention set (`retention`, `project_retention`), also delete every session whose
-    last change is older than its project's retention; a legal hold keeps a session from
-    both. Prints counts; --json lists the session ids.
+    last change is older than its project's retention, and the older messages of the
+    sessions that live on; a legal hold keeps a session from all of it. Prints counts;
+    --json lists the session ids.
     """
     retains = ctx.tk.settings.retains
     if dry_run:

@@ -509,8 +509,8 @@ class Output:
         self, report: ExpiryReport, *, delete: bool, dry_run: bool = False, retains: bool = False
     ) -> None:
         """Counts for people (ids only in JSON: a sweep may touch thousands of sessions): what
-        was expired, deleted, deleted past retention (when one is set: `retains`), and kept
-        by a legal hold."""
+        was expired, deleted, deleted past retention (when one is set: `retains`; sessions
+        whole, and old messages of those that live on), and kept by a legal hold."""
         if self.json:
             self.document({**records.plain(report), "dry_run": dry_run})
             return
@@ -519,6 +519,10 @@ class Output:
             deletions.append(counted(len(report.deleted), "session"))
         if retains:
             deletions.append(f"{counted(len(report.retention_deleted), 'session')} past retention")
+        if report.messages_deleted:
+            messages = counted(sum(report.messages_deleted.values()), "message")
+            sessions = counted(len(report.messages_deleted), "session")
+            deletions.append(f"{messages} past retention from {sessions} that live on")
         expired = counted(len(report.expired), "session")
         held = (
             f"; kept {counted(len(report.held), 'session')} under legal hold" if report.held else ""

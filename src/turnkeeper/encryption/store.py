@@ -454,5 +454,6 @@ PASSED_THROUGH = (
     "move_cut_point",  # CutPointStore
     *("tombstones", "lift_tombstones", "legal_holds", "held_sessions"),  # ErasureStore
     *("set_session_hold", "set_project_hold"),
+    *("count_messages_before", "delete_messages_before"),  # RetentionStore: counts only
 )
 """The optional methods that carry no user content: handed straight to the inner store."""

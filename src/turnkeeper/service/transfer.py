@@ -103,9 +103,11 @@ class Transfer:
         When a `retention` (or `project_retention`) is set, every run also deletes the
         sessions whose last change is older than their project's retention, whole and
         whatever their status (`retention_deleted` in the report), through the store's delete
-        path (the caches forget them; when encrypted, their data keys are destroyed). A
-        session under a legal hold is neither deleted by expiry nor by retention: the report
-        lists it in `held`.
+        path (the caches forget them; when encrypted, their data keys are destroyed); then,
+        in the sessions that live on, the messages created more than the retention ago, with
+        the checkpoints and traces that may hold their text (`messages_deleted`, by session;
+        not archived; `turnkeeper.retention`). A session under a legal hold is neither
+        deleted by expiry nor by retention: the report lists it in `held`.
 
         With an archive directory (`archive_dir`, default: the `archive_dir` setting), the
         sessions to delete are first written to a new JSONL file there (`archive_path` in the
@@ -142,5 +144,6 @@ class Transfer:
         metrics.SESSIONS_EXPIRED.inc(len(report.expired))
         metrics.SESSIONS_DELETED.inc(len(report.deleted))
         metrics.SESSIONS_RETAINED_OUT.inc(len(report.retention_deleted))
+        metrics.MESSAGES_RETAINED_OUT.inc(sum(report.messages_deleted.values()))
         metrics.SESSIONS_HELD.inc(len(report.held))
         return report

@@ -8,7 +8,7 @@ explicitly, so one store serves any number of sessions and processes.
 `Store` is the core: the session and message log, enough for conversation memory. Everything
 else is a capability a backend may offer — `AgentStateStore`, `SummaryStore`, `TraceStore`,
 `ApiKeyStore`, `AdminStore`, `TransferStore`, `LockingStore`, `ForkStore`, `TurnAttemptStore`,
-`CutPointStore`, `ErasureStore`,
+`CutPointStore`, `ErasureStore`, `RetentionStore`,
 `SessionLookupStore`, `VersionedReadStore`, `KnownVersionReadStore`, `SeqRunStore` — each a `runtime_checkable`
 Protocol, so `isinstance(store, SummaryStore)` answers whether a store has it and `require`
 turns a missing one into a clear `Unsupported` error naming the feature that needed it. The
@@ -81,6 +81,7 @@ __all__ = [
     "Inner",
     "KnownVersionReadStore",
     "LockingStore",
+    "RetentionStore",
     "SeqRunStore",
     "SessionLookupStore",
     "Store",
@@ -729,6 +730,39 @@ class ErasureStore(Protocol):
 
 
 @runtime_checkable
+class RetentionStore(Protocol):
+    """Message retention: the old messages of a session that lives on, deleted with everything
+    that holds their text.
+
+    `delete_messages_before` deletes, in one transaction, the session's messages created at
+    or before `cutoff` (their search index entries go with the rows), every summary checkpoint
+    that covers one of them (`covers_to_seq` at or past the first deleted seq: a checkpoint
+    stands for every seq up to its own), and the turn traces from the first deleted seq on:
+    those of the deleted replies and those of every later reply, whose window may have held
+    a deleted message verbatim, or a summary of it (a store cannot tell which without reading
+    the trace, which may be sealed). Agents' positions and the cut point stay: seqs are never
+    reused nor renumbered, and a window starts at the first message after them that is left.
+
+    The session's totals (`message_count`, `stored_tokens`, usage) become those of the
+    messages left and its `version` moves on, so no cache serves the deleted messages; its
+    `last_seq` (the next append goes after it) and `updated_at` stay: retention is
+    housekeeping, not a change to the conversation, and the whole-session retention still
+    counts from the last change. A session a legal hold covers (`ErasureStore`) is left as
+    it is."""
+
+    def count_messages_before(self, session_id: str, cutoff: datetime) -> int:
+        """How many of the session's messages were created at or before `cutoff` (0 for a
+        missing session)."""
+        ...
+
+    def delete_messages_before(self, session_id: str, cutoff: datetime) -> int | None:
+        """Delete the session's messages created at or before `cutoff` and what holds their
+        text (see the class); how many messages went. None (and nothing changed) when a legal
+        hold covers the session. Raises `SessionNotFound`."""
+        ...
+
+
+@runtime_checkable
 class FullStore(
     Store,
     AgentStateStore,
@@ -741,6 +775,7 @@ class FullStore(
     TurnAttemptStore,
     CutPointStore,
     ErasureStore,
+    RetentionStore,
     Protocol,
 ):
     """A store with every capability the service uses (what the bundled backends offer).

@@ -74,7 +74,8 @@ class _Log:
 
     session: Session
     messages: dict[int, Message] = field(default_factory=dict)
-    """By seq; seqs are gapless from 1, so insertion order is seq order."""
+    """By seq, in insertion order, which is seq order: appends add seqs above the last, and
+    deletions (the last message, a reset, retention's oldest) keep the order of the rest."""
     agents: dict[str, AgentState] = field(default_factory=dict)
     summaries: dict[int, SummaryCheckpoint] = field(default_factory=dict)
     """By `covers_to_seq`."""
@@ -109,24 +110,34 @@ class _Log:
     def recompute_totals(self, now: datetime) -> Session:
         """The totals of the messages left; a cut point past the last of them goes back to 0
         (`CutPointStore`)."""
-        self.words, self.indexed_to = {}, 0
-        messages = self.messages.values()
         last_seq = max(self.messages, default=0)
         return self.bump(
-            message_count=len(self.messages),
+            **self._message_totals(),
             last_seq=last_seq,
             cut_seq=0 if self.session.cut_seq > last_seq else self.session.cut_seq,
-            stored_tokens=sum(m.tokens for m in messages),
-            usage_input_tokens=sum(m.usage.input_tokens for m in messages if m.usage),
-            usage_output_tokens=sum(m.usage.output_tokens for m in messages if m.usage),
-            usage_cache_read_tokens=sum(
-                m.usage.cache_read_input_tokens for m in messages if m.usage
-            ),
-            usage_cache_creation_tokens=sum(
-                m.usage.cache_creation_input_tokens for m in messages if m.usage
-            ),
             updated_at=now,
         )
+
+    def retotal_keeping_seq(self) -> Session:
+        """The totals of the messages left after retention took old ones, with `last_seq`,
+        the cut point and `updated_at` as they were (`RetentionStore`)."""
+        return self.bump(**self._message_totals())
+
+    def _message_totals(self) -> dict[str, int]:
+        self.words, self.indexed_to = {}, 0  # the index is rebuilt from what is left
+        messages = self.messages.values()
+        return {
+            "message_count": len(self.messages),
+            "stored_tokens": sum(m.tokens for m in messages),
+            "usage_input_tokens": sum(m.usage.input_tokens for m in messages if m.usage),
+            "usage_output_tokens": sum(m.usage.output_tokens for m in messages if m.usage),
+            "usage_cache_read_tokens": sum(
+                m.usage.cache_read_input_tokens for m in messages if m.usage
+            ),
+            "usage_cache_creation_tokens": sum(
+                m.usage.cache_creation_input_tokens for m in messages if m.usage
+            ),
+        }
 
 
 class InMemoryStore:
@@ -688,6 +699,29 @@ class InMemoryStore:
                 agent_states=len(log.agents),
                 turn_attempts=len(log.attempts),
             )
+
+    # -- message retention ------------------------------------------------------------------
+
+    def count_messages_before(self, session_id: str, cutoff: datetime) -> int:
+        cutoff = _utc(cutoff)
+        return sum(1 for m in self._messages(session_id) if m.created_at <= cutoff)
+
+    def delete_messages_before(self, session_id: str, cutoff: datetime) -> int | None:
+        cutoff = _utc(cutoff)
+        with self._lock:
+            log = self._log(session_id)
+            if self._on_hold(log):
+                return None
+            old = [seq for seq, m in log.messages.items() if m.created_at <= cutoff]
+            if not old:
+                return 0
+            first = min(old)
+            for seq in old:
+                del log.messages[seq]
+            log.traces = {s: data for s, data in log.traces.items() if s < first}
+            log.summaries = {s: c for s, c in log.summaries.items() if s < first}
+            log.retotal_keeping_seq()
+            return len(old)
 
     def tombstones(self, session_ids: Sequence[str]) -> dict[str, Tombstone]:
         with self._lock:

@@ -16,10 +16,10 @@ Subclass a contract and give it a `store` fixture that yields a fresh, empty sto
 
 `StoreContract` covers the core `Store` every backend must have; `AgentStateContract`,
 `SummaryContract`, `TraceContract`, `ApiKeyContract`, `AdminContract`, `TransferContract`,
-`ForkContract`, `TurnAttemptContract`, `CutPointContract`, `ErasureContract` and
-`LockingContract` each cover one optional capability — mix in those your store offers. `EncryptionContract` proves a store
-encrypting at rest leaves no user content in the clear where it keeps things (docs/privacy.md).
-`FullStoreContract` is all of them but locking. The tests call the store directly, with fixed
+`ForkContract`, `TurnAttemptContract`, `CutPointContract`, `ErasureContract`,
+`RetentionContract` and `LockingContract` each cover one optional capability — mix in those
+your store offers. `EncryptionContract` proves a store encrypting at rest leaves no user
+content in the clear where it keeps things (docs/privacy.md). `FullStoreContract` is all of them but locking. The tests call the store directly, with fixed
 times (`NOW`), so a failure names the rule the store broke.
 """
 
@@ -48,6 +48,7 @@ from turnkeeper.testing.cut_points import CutPointContract
 from turnkeeper.testing.encryption import EncryptionContract
 from turnkeeper.testing.erasure import ErasureContract
 from turnkeeper.testing.forks import ForkContract
+from turnkeeper.testing.retention import RetentionContract
 from turnkeeper.testing.values import NOW, draft, new_session
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "ForkContract",
     "FullStoreContract",
     "LockingContract",
+    "RetentionContract",
     "StoreContract",
     "SummaryContract",
     "TraceContract",

@@ -28,6 +28,7 @@ from turnkeeper.testing.core import StoreContract
 from turnkeeper.testing.cut_points import CutPointContract
 from turnkeeper.testing.erasure import ErasureContract
 from turnkeeper.testing.forks import ForkContract
+from turnkeeper.testing.retention import RetentionContract
 from turnkeeper.testing.values import LATER, MISSING, NOW, draft, new_session
 from turnkeeper.types import (
     AgentStateUpdate,
@@ -606,6 +607,7 @@ class FullStoreContract(
     TurnAttemptContract,
     CutPointContract,
     ErasureContract,
+    RetentionContract,
 ):
     """Every contract but locking: what a store standing in for the bundled ones must pass."""
 

@@ -74,12 +74,8 @@ ADD_TOTALS = (
     " updated_at = ?, version = version + 1"
     " WHERE id = ?"
 )
-RECOMPUTE_TOTALS = (
-    "UPDATE sessions SET"
+MESSAGE_TOTALS = (
     " message_count = (SELECT count(*) FROM messages WHERE session_id = sessions.id),"
-    " cut_seq = CASE WHEN cut_seq > (SELECT coalesce(max(seq), 0) FROM messages"
-    "   WHERE session_id = sessions.id) THEN 0 ELSE cut_seq END,"
-    " last_seq = (SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = sessions.id),"
     " stored_tokens = (SELECT coalesce(sum(tokens), 0) FROM messages"
     "   WHERE session_id = sessions.id),"
     " usage_input_tokens = (SELECT coalesce(sum(usage_input_tokens), 0) FROM messages"
@@ -90,6 +86,14 @@ RECOMPUTE_TOTALS = (
     "   FROM messages WHERE session_id = sessions.id),"
     " usage_cache_creation_tokens = (SELECT coalesce(sum(usage_cache_creation_tokens), 0)"
     "   FROM messages WHERE session_id = sessions.id),"
+)
+"""The `SET` assignments giving a session the totals of the messages it has left."""
+RECOMPUTE_TOTALS = (
+    "UPDATE sessions SET"
+    + MESSAGE_TOTALS
+    + " cut_seq = CASE WHEN cut_seq > (SELECT coalesce(max(seq), 0) FROM messages"
+    "   WHERE session_id = sessions.id) THEN 0 ELSE cut_seq END,"
+    " last_seq = (SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = sessions.id),"
     " updated_at = ?, version = version + 1"
     f" WHERE id = ? RETURNING {SESSION_COLUMNS}"
 )
@@ -442,6 +446,31 @@ def forget_from_seq(session_id: str, seq: int) -> list[tuple[str, tuple[Any, ...
             "UPDATE agent_states SET last_processed_seq = ?"
             " WHERE session_id = ? AND last_processed_seq >= ?",
             (seq - 1, session_id, seq),
+        ),
+    ]
+
+
+# -- message retention (`RetentionStore`) --------------------------------------------------------
+
+COUNT_MESSAGES_BEFORE = (
+    "SELECT count(*) AS n FROM messages WHERE session_id = ? AND created_at <= ?"
+)
+FIRST_SEQ_BEFORE = "SELECT min(seq) AS seq FROM messages WHERE session_id = ? AND created_at <= ?"
+DELETE_MESSAGES_BEFORE = "DELETE FROM messages WHERE session_id = ? AND created_at <= ?"
+RETOTAL_KEEPING_SEQ = "UPDATE sessions SET" + MESSAGE_TOTALS + " version = version + 1 WHERE id = ?"
+"""After retention took old messages: the totals of those left and a new version, while
+`last_seq`, `cut_seq` and `updated_at` stay (see `RetentionStore`)."""
+
+
+def forget_before(session_id: str, first_seq: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements that let go of what may hold the text of messages deleted from
+    `first_seq` on (`RetentionStore`): the checkpoints covering any of them, and the traces
+    of them and of every later reply."""
+    return [
+        ("DELETE FROM turn_traces WHERE session_id = ? AND seq >= ?", (session_id, first_seq)),
+        (
+            "DELETE FROM summaries WHERE session_id = ? AND covers_to_seq >= ?",
+            (session_id, first_seq),
         ),
     ]
 

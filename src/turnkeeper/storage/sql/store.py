@@ -685,6 +685,31 @@ class SQLStore:
             self._returning_session(tx, queries.RECOMPUTE_TOTALS, params)
         return deleted
 
+    # -- message retention ------------------------------------------------------------------
+
+    def count_messages_before(self, session_id: str, cutoff: datetime) -> int:
+        params = (session_id, self.dialect.encode_ts(cutoff))
+        return int(self._read(queries.COUNT_MESSAGES_BEFORE, params)[0]["n"])
+
+    def delete_messages_before(self, session_id: str, cutoff: datetime) -> int | None:
+        params = (session_id, self.dialect.encode_ts(cutoff))
+        with self._maintenance_transaction() as tx:
+            row = tx.execute(
+                queries.SELECT_ERASABLE + self.dialect.row_lock, (session_id,)
+            ).fetchone()
+            if row is None:
+                raise self._gone(session_id, tx)
+            if row["held"]:
+                return None
+            first = tx.execute(queries.FIRST_SEQ_BEFORE, params).fetchone()["seq"]
+            if first is None:
+                return 0
+            deleted = tx.execute(queries.DELETE_MESSAGES_BEFORE, params).rowcount
+            for query, forget in queries.forget_before(session_id, int(first)):
+                tx.execute(query, forget)
+            tx.execute(queries.RETOTAL_KEEPING_SEQ, (session_id,))
+        return int(deleted)
+
     # -- erasure, tombstones and legal holds ------------------------------------------------
 
     def _gone(

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import pytest
 
+from turnkeeper.assemble import open_store
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.service import Turnkeeper
 from turnkeeper.storage.base import Store
@@ -204,3 +205,29 @@ def settings(tmp_path: Path) -> Settings:
 def tk(store: Store, settings: Settings, clock: Clock) -> Turnkeeper:
     """The service over each backend, with a hand-moved clock."""
     return Turnkeeper(store, settings, clock=clock)
+
+
+@contextmanager
+def service_over(settings: Settings, clock: Clock) -> Iterator[Turnkeeper]:
+    """A service on `settings`' database with the test clock, closed after the block."""
+    service = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+SWEEP_LOCK_HOLDER = """
+    import sys
+    from turnkeeper.assemble import open_store
+    from turnkeeper.config import load_settings
+
+    url = sys.argv[1]
+    store = open_store(url, load_settings(database_url=url))
+    with store.exclusive_lock("sweep") as held:
+        print("held" if held else "refused", flush=True)
+        sys.stdin.readline()
+    store.close()
+"""
+"""A process that takes the sweeper's lock on the database URL it is given, says whether it
+got it, and holds it until a line arrives on its stdin."""

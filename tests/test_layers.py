@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 import turnkeeper
-from tests.conftest import Clock
+from tests.conftest import SWEEP_LOCK_HOLDER, Clock
 from turnkeeper import metrics
 from turnkeeper.assemble import open_store
 from turnkeeper.config import load_settings
@@ -113,20 +113,6 @@ def test_lock_names_are_checked_and_keyed_the_same_in_every_process() -> None:
     assert int(out) == locks.lock_key("sweep"), err
 
 
-HOLDER = """
-    import sys
-    from turnkeeper.assemble import open_store
-    from turnkeeper.config import load_settings
-
-    url = sys.argv[1]
-    store = open_store(url, load_settings(database_url=url))
-    with store.exclusive_lock("sweep") as held:
-        print("held" if held else "refused", flush=True)
-        sys.stdin.readline()
-    store.close()
-"""
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -141,7 +127,7 @@ def test_a_sweeper_in_another_process_keeps_this_one_from_running(
     with Turnkeeper(open_store(database_url, settings), settings, clock=clock) as tk:
         doomed = tk.create_session(key="doomed", ttl=timedelta(hours=1))
         clock.advance(timedelta(hours=2))
-        holder = _python(HOLDER, database_url, stdin=subprocess.PIPE)
+        holder = _python(SWEEP_LOCK_HOLDER, database_url, stdin=subprocess.PIPE)
         assert holder.stdout is not None and holder.stdin is not None
         try:
             assert holder.stdout.readline().strip() == "held"
@@ -158,7 +144,7 @@ def test_a_sweeper_in_another_process_keeps_this_one_from_running(
 
 def test_a_sweep_lock_dies_with_its_process(database_url: str) -> None:
     """A crashed holder never blocks the others: the OS (or PostgreSQL) drops its lock."""
-    holder = _python(HOLDER, database_url, stdin=subprocess.PIPE)
+    holder = _python(SWEEP_LOCK_HOLDER, database_url, stdin=subprocess.PIPE)
     assert holder.stdout is not None
     assert holder.stdout.readline().strip() == "held"
     holder.kill()

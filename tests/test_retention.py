@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Clock
+from tests.conftest import SWEEP_LOCK_HOLDER, Clock, service_over
 from turnkeeper.assemble import open_store
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.encryption.keys import generate_master_key
@@ -50,10 +50,8 @@ def _settings(
 
 @pytest.fixture(params=BACKENDS)
 def tk(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Turnkeeper]:
-    settings = _settings(request.param, request, tmp_path)
-    service = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
-    yield service
-    service.close()
+    with service_over(_settings(request.param, request, tmp_path), clock) as service:
+        yield service
 
 
 def _talk(tk: Turnkeeper, key: str, project: str = "default") -> str:
@@ -194,20 +192,6 @@ def test_retention_destroys_an_encrypted_sessions_data_key(tmp_path: Path, clock
         assert keystore.find(old) is None
 
 
-HOLDER = """
-    import sys
-    from turnkeeper.assemble import open_store
-    from turnkeeper.config import load_settings
-
-    url = sys.argv[1]
-    store = open_store(url, load_settings(database_url=url))
-    with store.exclusive_lock("sweep") as held:
-        print("held" if held else "refused", flush=True)
-        sys.stdin.readline()
-    store.close()
-"""
-
-
 def test_one_sweeper_at_a_time_applies_retention_across_processes(
     tmp_path: Path, clock: Clock
 ) -> None:
@@ -220,7 +204,7 @@ def test_one_sweeper_at_a_time_applies_retention_across_processes(
         b.set_legal_hold(held, True)  # set by the other replica
         clock.advance(timedelta(days=31))
         holder = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(HOLDER), url],
+            [sys.executable, "-c", textwrap.dedent(SWEEP_LOCK_HOLDER), url],
             cwd=ROOT,
             text=True,
             stdin=subprocess.PIPE,

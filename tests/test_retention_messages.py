@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.conftest import Clock
+from tests.conftest import Clock, service_over
 from tests.test_retention import BACKENDS, POLICY, _settings
 from turnkeeper.assemble import open_store
 from turnkeeper.config import load_settings
@@ -32,10 +32,8 @@ from turnkeeper.types import Role
 
 @pytest.fixture(params=BACKENDS)
 def tk(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Turnkeeper]:
-    settings = _settings(request.param, request, tmp_path)
-    service = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
-    yield service
-    service.close()
+    with service_over(_settings(request.param, request, tmp_path), clock) as service:
+        yield service
 
 
 def _long_chat(tk: Turnkeeper, clock: Clock, canary: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Clock
+from tests.conftest import Clock, service_over
 from turnkeeper.assemble import open_store
 from turnkeeper.cache import CachedStore, keys
 from turnkeeper.config import Settings, load_settings
@@ -43,10 +43,8 @@ def _settings(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> S
 
 @pytest.fixture(params=BACKENDS)
 def tk(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Turnkeeper]:
-    settings = _settings(request.param, request, tmp_path)
-    service = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
-    yield service
-    service.close()
+    with service_over(_settings(request.param, request, tmp_path), clock) as service:
+        yield service
 
 
 def _conversation(tk: Turnkeeper, project: str, subject: str | None, text: str) -> Session:

@@ -694,12 +694,7 @@ class SQLStore:
     def delete_messages_before(self, session_id: str, cutoff: datetime) -> int | None:
         params = (session_id, self.dialect.encode_ts(cutoff))
         with self._maintenance_transaction() as tx:
-            row = tx.execute(
-                queries.SELECT_ERASABLE + self.dialect.row_lock, (session_id,)
-            ).fetchone()
-            if row is None:
-                raise self._gone(session_id, tx)
-            if row["held"]:
+            if self._locked_for_deletion(session_id, tx)["held"]:
                 return None
             first = tx.execute(queries.FIRST_SEQ_BEFORE, params).fetchone()["seq"]
             if first is None:
@@ -711,6 +706,16 @@ class SQLStore:
         return int(deleted)
 
     # -- erasure, tombstones and legal holds ------------------------------------------------
+
+    def _locked_for_deletion(self, session_id: str, tx: Executor) -> Row:
+        """The session's project and whether a legal hold keeps it (`held`), its row locked
+        for `tx` so that a concurrent append waits for the deletion; `_gone` if not there."""
+        row: Row | None = tx.execute(
+            queries.SELECT_ERASABLE + self.dialect.row_lock, (session_id,)
+        ).fetchone()
+        if row is None:
+            raise self._gone(session_id, tx)
+        return row
 
     def _gone(
         self, session_id: str, tx: Executor | None = None, *, project: str | None = None
@@ -749,11 +754,7 @@ class SQLStore:
 
     def erase_session(self, session_id: str, *, now: datetime) -> ErasedSession | None:
         with self._transaction() as tx:
-            row = tx.execute(
-                queries.SELECT_ERASABLE + self.dialect.row_lock, (session_id,)
-            ).fetchone()
-            if row is None:
-                raise self._gone(session_id, tx)
+            row = self._locked_for_deletion(session_id, tx)
             if row["held"]:
                 return None
             counts = tx.execute(queries.COUNT_ERASED, (session_id,) * 5).fetchone()

@@ -74,6 +74,10 @@ class SessionKeys:
             key = self._remember(session_id, unwrap_row(self.master, row))
         return key
 
+    def loaded(self, session_id: str) -> DataKey | None:
+        """The session's key if this process holds it already (no key store read)."""
+        return self._open.get(session_id)
+
     def for_read(self, session_id: str) -> DataKey:
         """The key a sealed value of the session needs; `KeyDestroyed` when it is gone."""
         key = self._open.get(session_id)
@@ -190,7 +194,14 @@ def open_message(keys: SessionKeys, message: Message) -> Message:
     last turn's messages read again: the opened message of a row equal to one opened lately
     is handed out again (as the page cache hands out its messages to every reader), and a new
     one is built field by field, not by `dataclasses.replace`, which costs as much as the
-    decryption itself."""
+    decryption itself. The memo is asked first: the page cache hands out the very row objects
+    it handed out before, so most rows are found there by identity, before any field is looked
+    at."""
+    key = keys.loaded(message.session_id)
+    held = None if key is None else key.opened_rows.get(message.seq)
+    if held is not None and (held[0] is message or held[0] == message):
+        opened: Message = held[1]  # the same row read again: opened already
+        return opened
     content, metadata, tool_calls = message.content, message.metadata, message.tool_calls
     sealed_metadata = _sealed_json(metadata) if metadata else None
     sealed_calls = (
@@ -199,11 +210,7 @@ def open_message(keys: SessionKeys, message: Message) -> Message:
     sealed_content = content.startswith(PREFIX)
     if not sealed_content and sealed_metadata is None and sealed_calls is None:
         return message
-    key = keys.for_read(message.session_id)
-    held = key.opened_rows.get(message.seq)
-    if held is not None and held[0] == message:  # the same row read again: opened already
-        opened: Message = held[1]
-        return opened
+    key = key or keys.for_read(message.session_id)
     opened = Message(
         id=message.id,
         session_id=message.session_id,

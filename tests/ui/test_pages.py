@@ -6,7 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.server.conftest import Service
 from tests.server.upstream import Upstream
@@ -363,6 +363,29 @@ def test_messages_appended_elsewhere_appear_without_a_reload(as_admin: Page, ui:
     expect(as_admin.locator("#stat-messages")).to_have_text("2")
     expect(as_admin.locator("#stats")).to_contain_text("assistant 1")
     assert as_admin.evaluate("window.__sameDocument") is True  # no reload happened
+
+
+def test_a_poll_answered_while_the_page_is_left_does_not_reload_it(
+    as_admin: Page, ui: Service
+) -> None:
+    """Deleting a session from its page: the transcript's poll may be answered 404 (the session
+    is gone) after the delete was posted and before its answer arrives. It must not reload the
+    page the user is leaving, or they land on "Not found" instead of the list (seen under load
+    in the suite). Here the page is made to be leaving, and the next poll answered 404."""
+    ids = seed(ui)
+    as_admin.goto(f"/sessions/{ids['planning']}")
+    as_admin.evaluate("window.__sameDocument = true")
+    polled = []
+
+    def gone(route: Route) -> None:
+        polled.append(route.request.url)
+        route.fulfill(status=404, body="gone")
+
+    as_admin.route("**/messages?after_seq=*", gone)
+    as_admin.evaluate("window.dispatchEvent(new Event('beforeunload'))")
+    as_admin.wait_for_timeout(2600)  # past the next poll (every 2 s)
+    assert polled, "the transcript did not poll"
+    assert as_admin.evaluate("window.__sameDocument") is True  # not reloaded
 
 
 def test_logs_in_with_an_api_key_and_out_again(browser: Browser, ui: Service) -> None:

@@ -24,6 +24,11 @@
   const session = transcript.dataset.session;
   const base = "/sessions/" + encodeURIComponent(session);
   let inflight = null;
+  // Once the page is being left (a form posted: Delete, Archive…), a poll's answer is not
+  // acted on: a 404 for the session just deleted would reload this page over the answer the
+  // user asked for, landing on "Not found" instead of the list.
+  let leaving = false;
+  window.addEventListener("beforeunload", () => { leaving = true; });
 
   function atBottom() {
     return window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
@@ -66,6 +71,7 @@
       const url = base + "/messages?after_seq=" + transcript.dataset.lastSeq +
         "&internal=" + transcript.dataset.internal;
       const response = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+      if (leaving) return;
       if (response.headers.get("X-Reload") || response.status === 404 || response.redirected) {
         window.location.reload();
         return;

@@ -16,8 +16,7 @@ import turnkeeper
 from tests.hostile.served import run_cli
 from turnkeeper.encryption.keys import generate_master_key
 from turnkeeper.testing import NOW, draft
-from turnkeeper.testing.encryption import CANARIES
-from turnkeeper.types import Role
+from turnkeeper.testing.encryption import CANARIES, canary_drafts
 
 KEY = generate_master_key("k1")
 OTHER_KEY = generate_master_key("k1")  # the same id, another key
@@ -28,22 +27,8 @@ def _canary_session(url: str, key: str = "canary", filler: int = 0) -> str:
     canary (and `filler` messages of 1,000 bytes: several chunks of an encrypted export)."""
     with turnkeeper.open(url, encryption_key=KEY) as tk:
         session = tk.create_session(key=key)
-        call: dict[str, object] = {
-            "id": "call-1",
-            "type": "function",
-            "function": {"name": "lookup", "arguments": f'{{"q": "{CANARIES["arguments"]}"}}'},
-        }
-        tk.store.append_messages(
-            session.id,
-            [
-                draft(f"I said {CANARIES['content']}", metadata={"note": CANARIES["metadata"]}),
-                draft("", role=Role.ASSISTANT, tool_calls=(call,)),
-                draft(CANARIES["result"], role=Role.TOOL, tool_call_id="call-1"),
-                draft("done", role=Role.ASSISTANT, trace=f'{{"why":"{CANARIES["trace"]}"}}'),
-                *(draft(f"filler {n} " + "x" * 1000) for n in range(filler)),
-            ],
-            now=NOW,
-        )
+        fillers = [draft(f"filler {n} " + "x" * 1000) for n in range(filler)]
+        tk.store.append_messages(session.id, [*canary_drafts(), *fillers], now=NOW)
         return session.id
 
 

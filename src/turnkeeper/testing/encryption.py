@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from turnkeeper.storage.base import FullStore
 from turnkeeper.testing.values import NOW, draft, new_session
-from turnkeeper.types import Role, SummaryCheckpoint
+from turnkeeper.types import MessageDraft, Role, SummaryCheckpoint
 
 CANARIES = {
     "content": "CANARY-content-7f3a",
@@ -33,6 +33,23 @@ CANARIES = {
 """A string per field that carries user content; none may be found at rest."""
 
 
+def canary_drafts() -> list[MessageDraft]:
+    """A user message, a tool call, its result and a reply with a turn trace, carrying the
+    `CANARIES` in every field that is sealed: content, metadata, tool arguments, the tool's
+    result and the trace."""
+    call: dict[str, object] = {
+        "id": "call-1",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": f'{{"q": "{CANARIES["arguments"]}"}}'},
+    }
+    return [
+        draft(f"I said {CANARIES['content']}", metadata={"note": CANARIES["metadata"]}),
+        draft("", role=Role.ASSISTANT, tool_calls=(call,)),
+        draft(CANARIES["result"], role=Role.TOOL, tool_call_id="call-1"),
+        draft("done", role=Role.ASSISTANT, trace=f'{{"why":"{CANARIES["trace"]}"}}'),
+    ]
+
+
 class EncryptionContract:
     """User content reads back as written and is nowhere at rest in the clear."""
 
@@ -40,22 +57,8 @@ class EncryptionContract:
         self, store: FullStore, at_rest: Callable[[], bytes]
     ) -> None:
         session = store.create_session(new_session(key="canary"), now=NOW)
-        arguments = f'{{"q": "{CANARIES["arguments"]}"}}'
-        call: dict[str, object] = {
-            "id": "call-1",
-            "type": "function",
-            "function": {"name": "lookup", "arguments": arguments},
-        }
-        store.append_messages(
-            session.id,
-            [
-                draft(f"I said {CANARIES['content']}", metadata={"note": CANARIES["metadata"]}),
-                draft("", role=Role.ASSISTANT, tool_calls=(call,)),
-                draft(CANARIES["result"], role=Role.TOOL, tool_call_id="call-1"),
-                draft("done", role=Role.ASSISTANT, trace=f'{{"why": "{CANARIES["trace"]}"}}'),
-            ],
-            now=NOW,
-        )
+        written = canary_drafts()
+        store.append_messages(session.id, written, now=NOW)
         summary = SummaryCheckpoint(
             session.id, 2, f"They talked of {CANARIES['summary']}", 9, "extractive", NOW
         )
@@ -65,10 +68,9 @@ class EncryptionContract:
             first, calls, result, _reply = store.read_messages(session.id)
             assert CANARIES["content"] in first.content
             assert first.metadata == {"note": CANARIES["metadata"]}
-            assert calls.tool_calls == (call,) and result.content == CANARIES["result"]
-            assert store.read_traces(session.id, upto_seq=4, limit=1) == [
-                (4, f'{{"why": "{CANARIES["trace"]}"}}')
-            ]
+            assert calls.tool_calls == written[1].tool_calls
+            assert result.content == CANARIES["result"]
+            assert store.read_traces(session.id, upto_seq=4, limit=1) == [(4, written[3].trace)]
             assert store.latest_summary(session.id) == summary
         stored = at_rest()
         assert stored, "at_rest() returned nothing to look in"

@@ -33,7 +33,7 @@ from turnkeeper.config import Settings
 from turnkeeper.errors import BackendUnavailable, TurnkeeperError
 from turnkeeper.logs import get_logger
 from turnkeeper.storage import locks
-from turnkeeper.storage.base import AdminStore, Store, require
+from turnkeeper.storage.base import AdminStore, Store, every_session, require
 from turnkeeper.types import ExpiryReport, Session, SessionFilter, SessionStatus
 
 if TYPE_CHECKING:
@@ -90,14 +90,7 @@ def plan(
 
 
 def _ids_where(store: Store, status: SessionStatus, wanted: Callable[[Session], bool]) -> list[str]:
-    ids: list[str] = []
-    cursor: str | None = None
-    while True:
-        page = store.list_sessions(SessionFilter(status=status), limit=500, cursor=cursor)
-        ids.extend(s.id for s in page.items if wanted(s))
-        if page.next_cursor is None:
-            return sorted(ids)
-        cursor = page.next_cursor
+    return sorted(s.id for s in every_session(store, SessionFilter(status=status)) if wanted(s))
 
 
 def archive_sessions(

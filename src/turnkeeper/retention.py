@@ -21,13 +21,13 @@ capability has no holds; one without `RetentionStore` keeps old messages of live
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from turnkeeper.errors import SessionNotFound
-from turnkeeper.storage.base import ErasureStore, RetentionStore, Store
-from turnkeeper.types import Session, SessionFilter
+from turnkeeper.storage.base import ErasureStore, RetentionStore, Store, every_session
+from turnkeeper.types import Session
 
 KeepFor = Callable[[str], timedelta | None]
 """How long a project's sessions are kept after their last change (None: for ever):
@@ -49,7 +49,7 @@ def past_retention(
     retention, except those in `skip` (deleted by the same run for another reason)."""
     return sorted(
         session.id
-        for session in _every_session(store)
+        for session in every_session(store)
         if session.id not in skip and _outlived(session, keep_for, now)
     )
 
@@ -67,16 +67,6 @@ def due(
 def _outlived(session: Session, keep_for: KeepFor, now: datetime) -> bool:
     limit = keep_for(session.project)
     return limit is not None and session.updated_at <= now - limit
-
-
-def _every_session(store: Store) -> Iterator[Session]:
-    cursor: str | None = None
-    while True:
-        page = store.list_sessions(SessionFilter(), limit=500, cursor=cursor)
-        yield from page.items
-        if page.next_cursor is None:
-            return
-        cursor = page.next_cursor
 
 
 def held_of(store: Store, session_ids: Sequence[str]) -> frozenset[str]:
@@ -140,7 +130,7 @@ def old_messages(
         return OldMessages({}, {})
     cutoffs: dict[str, datetime] = {}
     counts: dict[str, int] = {}
-    for session in _every_session(store):
+    for session in every_session(store):
         limit = keep_for(session.project)
         if session.id in skip or limit is None or not session.message_count:
             continue

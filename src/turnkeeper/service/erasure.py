@@ -11,19 +11,20 @@ legal hold keeps a session from it; the receipt says which were held. See docs/p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from turnkeeper.errors import InvalidInput, SessionErased, SessionNotFound
 from turnkeeper.logs import get_logger
-from turnkeeper.service.core import MAX_PAGE, Core, SessionRef
+from turnkeeper.service.core import Core, SessionRef
 from turnkeeper.storage.base import (
     AgentStateStore,
     ErasureStore,
     ForkStore,
     SummaryStore,
     TraceStore,
+    every_session,
     require,
 )
 from turnkeeper.types import ErasedSession, ErasureReceipt, LegalHold, Session, SessionFilter
@@ -112,8 +113,8 @@ class Erasure:
             if session is not None:
                 raise InvalidInput("session", "erase by subject or by session, not both")
             asked["subject"] = _subject(subject)
-            where = SessionFilter(project=check_name("project", project), subject=subject)
-            return asked, list(self._matching(where)), []
+            where = SessionFilter(project=check_name("project", project), subject=asked["subject"])
+            return asked, self._ids(where), []
         if session is not None:
             asked["session"] = session.id if isinstance(session, Session) else session
             try:
@@ -126,7 +127,7 @@ class Erasure:
         name = check_name("project", project)
         if not name:
             raise InvalidInput("project", "name the project to erase")
-        return asked, list(self._matching(SessionFilter(project=name))), []
+        return asked, self._ids(SessionFilter(project=name)), []
 
     def set_legal_hold(
         self,
@@ -171,16 +172,10 @@ class Erasure:
 
     # -- which sessions ---------------------------------------------------------------------
 
-    def _matching(self, where: SessionFilter) -> Iterator[str]:
-        """Ids of every session matching `where`, paging through the listing (read whole
-        before anything is erased: erasing moves the pages)."""
-        cursor: str | None = None
-        while True:
-            page = self.core.store.list_sessions(where, limit=MAX_PAGE, cursor=cursor)
-            yield from (session.id for session in page.items)
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+    def _ids(self, where: SessionFilter) -> list[str]:
+        """Ids of every session matching `where`, read whole before anything is erased
+        (erasing moves the listing's pages)."""
+        return [session.id for session in every_session(self.core.store, where)]
 
     def _branches_of(self, session_id: str) -> list[str]:
         """Every branch forked from the session, and from those, and so on."""

@@ -22,7 +22,7 @@ against a store to prove it keeps what the docstrings here say.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import (
@@ -94,6 +94,7 @@ __all__ = [
     "WithoutVersion",
     "check_fork",
     "check_retry",
+    "every_session",
     "lookup_session",
     "message_seq_runs",
     "read_messages_at",
@@ -395,6 +396,18 @@ class SessionLookupStore(Protocol):
         """The session whose id is `ref`, else the one `find_session_by_key(project, ref)`
         gives. Raises `SessionNotFound(ref, project)` when neither exists."""
         ...
+
+
+def every_session(store: Store, where: SessionFilter = SessionFilter()) -> Iterator[Session]:
+    """Every session matching `where`, paging through `list_sessions` (the whole-store jobs:
+    expiry, retention, erasure by subject or project, listings of ids)."""
+    cursor: str | None = None
+    while True:
+        page = store.list_sessions(where, limit=500, cursor=cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 def lookup_session(store: Store, ref: str, project: str) -> Session:

@@ -218,23 +218,23 @@ def _size_bound(value: Any, levels: int, enclosing: list[int]) -> float:
         return _NUMBER_SIZE if -(10**20) < value < 10**20 else _UNSURE
     if kind is float:
         return _NUMBER_SIZE if math.isfinite(value) else _UNSURE
-    if not isinstance(value, Mapping | list | tuple):
+    size: float = 2  # the brackets
+    if kind is dict or kind is list or kind is tuple:  # nearly every container
+        mapping = kind is dict
+    elif isinstance(value, Mapping | list | tuple):  # only the encoder can tell its text
+        mapping, size = isinstance(value, Mapping), _UNSURE
+    else:
         return _UNSURE
     if id(value) in enclosing:
         raise _Unfit("must be JSON: Circular reference detected (it contains itself)")
     if len(enclosing) == levels:
         raise _Unfit(f"nests objects and arrays more than {levels} levels deep")
     enclosing.append(id(value))
-    size: float = 2  # the brackets
-    if isinstance(value, Mapping):
-        if kind is not dict:
-            size = _UNSURE
+    if mapping:
         for key, item in value.items():
             key_size = _size_bound(key, levels, enclosing) if type(key) is str else _UNSURE
             size += key_size + _size_bound(item, levels, enclosing) + 2  # the colon, a comma
     else:
-        if kind is not list and kind is not tuple:
-            size = _UNSURE
         for item in value:
             size += _size_bound(item, levels, enclosing) + 1  # a comma
     enclosing.pop()

@@ -327,8 +327,8 @@ def test_pop_item_goes_through_the_service_on_its_clock_and_in_its_project(
 def test_an_agent_loop_reads_what_it_appended_and_whatever_else_was_written(
     tk: Turnkeeper,
 ) -> None:
-    """`get_items` after `add_items` is answered from the history this object remembers only
-    while nothing else was written: every other writer's change shows, as on a fresh read."""
+    """`get_items` after `add_items` (served from the store cache's pages, carried over the
+    append) shows this object's appends and every other writer's change, as a fresh read."""
     ours = TurnkeeperSession("loop", tk)
     other = TurnkeeperSession("loop", tk)
     sdk_like: list[Any] = []
@@ -340,14 +340,12 @@ def test_an_agent_loop_reads_what_it_appended_and_whatever_else_was_written(
 
     assert run(ours.get_items()) == []
     assert run(turn(ITEMS[2])) == sdk_like
-    assert ours._history is not None  # remembered, and continued by the append
     assert run(turn(ITEMS[5], ITEMS[6])) == sdk_like
     assert run(ours.get_items(limit=2)) == sdk_like[-2:]
     # As `Runner.run` does: the input added, then the output, then the next read.
     run(ours.add_items([ITEMS[3]]))
     sdk_like.append(ITEMS[3])
     assert run(turn(ITEMS[4])) == sdk_like
-    assert ours._history is not None
     # Another writer appends between this one's two appends: read afresh.
     run(ours.add_items([ITEMS[0]]))
     tk.append("loop", "user", "in between")
@@ -374,8 +372,7 @@ def test_an_agent_loop_reads_what_it_appended_and_whatever_else_was_written(
 
 
 def test_a_session_deleted_between_two_adds_after_a_read_is_made_afresh(tk: Turnkeeper) -> None:
-    """The history remembered from a read is checked against the session row before a second
-    add: a session deleted meanwhile is made again by that add, as without the memory."""
+    """A session deleted between two adds after a read is made again by the second add."""
     ours = TurnkeeperSession("gone", tk)
     run(ours.add_items([ITEMS[2]]))
     assert run(ours.get_items()) == [ITEMS[2]]

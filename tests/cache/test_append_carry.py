@@ -8,6 +8,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
@@ -15,7 +16,8 @@ from prometheus_client import REGISTRY
 import turnkeeper
 from tests.conftest import make_sqlite_store
 from turnkeeper.cache import CachedStore, SessionLRU
-from turnkeeper.cache.lru import weigh
+from turnkeeper.cache import lru as lru_module
+from turnkeeper.cache.lru import Carried, weigh
 from turnkeeper.storage.base import read_messages_at
 from turnkeeper.types import MessageDraft, MessageQuery, NewSession, Role
 
@@ -71,9 +73,14 @@ def test_the_lru_carries_only_the_version_before_the_write() -> None:
     lru = SessionLRU(10)
     lru.put("s", 3, "page", ("a",))
     lru.put("s", 3, "count", 1)
-    lru.advance("s", 2, 4, lambda slot, value: value)  # not the version held: left alone
+    lru.advance("s", 2, 4, lambda slot, value: Carried(value))  # not the version held
     assert lru.get("s", 3, "page") == ("a",)
-    lru.advance("s", 3, 4, lambda slot, value: (*value, "b") if slot == "page" else None)
+    lru.advance(
+        "s",
+        3,
+        4,
+        lambda slot, value: Carried((*value, "b"), added=("b",)) if slot == "page" else None,
+    )
     assert lru.get("s", 4, "page") == ("a", "b") and lru.get("s", 4, "count") is None
     assert lru.get("s", 3, "page") is None
     assert lru.weight == weigh(("a", "b"))  # the count's weight went, the page's is its new one
@@ -102,6 +109,7 @@ def test_carried_pages_are_what_the_store_answers(
         store = CachedStore(make_sqlite_store(Path(tmp) / "c.db"), lru=SessionLRU(10))
         session = store.create_session(NewSession(project="p"), now=NOW)
         internal_of: dict[int, bool] = {}
+        read: set[MessageQuery] = set()
         for batch, queries in steps:
             drafts = [draft(n, internal=internal_of.setdefault(n, hidden)) for n, hidden in batch]
             store.append_messages(session.id, drafts, now=NOW)
@@ -109,7 +117,33 @@ def test_carried_pages_are_what_the_store_answers(
             for query in queries:  # read through the cache: kept, then carried by later appends
                 cached = read_messages_at(store, session.id, version, query)
                 assert cached == store.inner.read_messages(session.id, query)
+            read.update(queries)
+            # The weight carried step by step is what weighing the pages held now gives.
+            held = [store.lru.get(session.id, version, ("messages", q)) for q in read]
+            assert store.lru.weight == sum(weigh(page) for page in held if page is not None)
         store.close()
+
+
+def test_carrying_a_long_page_over_an_append_weighs_only_the_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent loop appends to a session whose whole history is cached, every turn: the page
+    carried must not be weighed again message by message (that made each append cost the
+    session's length: an agent loop's CPU grew with the square of its turns)."""
+    store = CachedStore(make_sqlite_store(tmp_path / "c.db"), lru=SessionLRU(10))
+    session = store.create_session(NewSession(project="p"), now=NOW)
+    store.append_messages(session.id, [draft(n) for n in range(1, 1001)], now=NOW)
+    everything = MessageQuery(newest_first=True)
+    store.read_messages(session.id, everything)
+    weighed: list[object] = []
+    plain_weigh = lru_module.weigh
+    monkeypatch.setattr(lru_module, "weigh", lambda v: weighed.append(v) or plain_weigh(v))
+    store.append_messages(session.id, [draft(1001), draft(1002)], now=NOW)
+    version = store.get_session(session.id).version
+    page = read_messages_at(store, session.id, version, everything)
+    assert [m.seq for m in page[:3]] == [1002, 1001, 1000] and len(page) == 1002
+    assert len(weighed) <= 2  # the two appended messages, not the 1,002 of the page
+    store.close()
 
 
 def test_a_turn_after_an_append_reads_no_messages_with_the_default_configuration(

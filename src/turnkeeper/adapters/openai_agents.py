@@ -20,12 +20,11 @@ holds no items (an expired conversation starts afresh).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from turnkeeper.adapters import MissingExtra
 from turnkeeper.adapters._common import live_session, window_entries
-from turnkeeper.cache.histories import RememberedHistory
 from turnkeeper.errors import Conflict, SessionExpired, SessionNotFound
 from turnkeeper.openai_items import ITEM_KEY, given_items, items_of, message_from_item
 from turnkeeper.service.aio import AsyncTurnkeeper
@@ -96,11 +95,6 @@ class TurnkeeperSession:
         self.model = model
         self._options = session_options
         self._known: Session | None = None
-        self._history: RememberedHistory | None = None
-        """The session's whole history as this object last read it, and what it appended
-        since: `get_items` right after `add_items` — every turn of an agent loop — is answered
-        from it when the session row proves nothing else was written meanwhile
-        (`turnkeeper.cache.histories`, where the measurement that keeps it is)."""
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -148,38 +142,12 @@ class TurnkeeperSession:
         if self.strategy is not None:
             kept = self._trimmed(session)
             return kept if limit is None or limit < 0 else kept[-limit:]
-        newest = self._newest(session, None if limit is None or limit < 0 else limit)
+        # The whole history right after an append (every turn of an agent loop) is the store
+        # cache's page, carried over that append: no read of the messages.
+        wanted = None if limit is None or limit < 0 else limit
+        newest = self.tk.history(session, newest_first=True, limit=wanted)
         items: list[TResponseInputItem] = given_items(reversed(newest))
-        return items if limit is None or limit < 0 else items[-limit:]
-
-    def _newest(self, session: Session, limit: int | None) -> Sequence[Message]:
-        """The session's newest `limit` messages (all with None), newest first: from the
-        remembered history when it still stands for the session, else from the store (a whole
-        read is then remembered, if it is not too long)."""
-        recalled = self._recalled(session.id)
-        if recalled is not None:
-            return recalled if limit is None else recalled[:limit]
-        if limit is not None:
-            return self.tk.history(session, newest_first=True, limit=limit)
-        current = self.tk.get_session(session.id)  # the version the read is remembered at
-        newest = self.tk.history(current, newest_first=True)
-        self._history = RememberedHistory.of(current, newest)
-        return newest
-
-    def _recalled(self, session_id: str) -> tuple[Message, ...] | None:
-        """The remembered history of the session (newest first) as it stands now — one read of
-        its row decides — remembered again at its current version; None when the memory cannot
-        tell (and then it is forgotten)."""
-        remembered = self._history
-        if remembered is None or remembered.session_id != session_id:
-            return None
-        current = self.tk.get_session(session_id)
-        newest = remembered.as_of(current)
-        if newest is not None and remembered.appended:
-            self._history = RememberedHistory.of(current, newest)
-        elif newest is None:
-            self._history = None
-        return newest
+        return items if wanted is None else items[-wanted:]
 
     def _trimmed(self, session: Session) -> list[TResponseInputItem]:
         """The items of what the context strategy keeps, in the window's order."""
@@ -203,12 +171,7 @@ class TurnkeeperSession:
         session = self._live()
         if session is not None:
             try:
-                remembered = self._history
-                if remembered is not None and remembered.appended:
-                    # A second append since the read (`Runner.run` adds its input, then its
-                    # output): the first is folded in now, so that this one can continue it.
-                    self._recalled(session.id)
-                self._appended(self.tk.append_many(session, messages))
+                self.tk.append_many(session, messages)
                 return
             except (Conflict, SessionExpired, SessionNotFound):
                 self._known = None
@@ -218,24 +181,16 @@ class TurnkeeperSession:
         self._known, _ = self.tk.get_or_create_session(
             self.session_id, project=self.project, **self._options
         )
-        self._appended(self.tk.append_many(self._known, messages))
-
-    def _appended(self, stored: list[Message]) -> None:
-        """Note an append in the remembered history (which it ends when it does not continue
-        it: `RememberedHistory.after_append`)."""
-        if self._history is not None:
-            self._history = self._history.after_append(stored)
+        self.tk.append_many(self._known, messages)
 
     def _pop_item(self) -> TResponseInputItem | None:
         session = self._live()
         if session is None:
             return None
-        self._history = None
         deleted = self.tk.pop_last_message(session)
         return None if deleted is None else message_to_items(deleted)[-1]
 
     def _clear(self) -> None:
-        self._history = None
         session = self._live()
         if session is not None:
             self.tk.reset_session(session)

@@ -29,11 +29,6 @@ What is cached, keyed by what, invalidated how:
   instead of rendering each message again. Kept because it pays on reported figures (the warm
   build, `bench/results/r26-service.md`; the rebuild, 0.72× without it,
   `bench/results/r26-window-speed.md`).
-- **The OpenAI Agents adapter's history** (`cache.histories`, `RememberedHistory`; one per
-  `TurnkeeperSession`): the whole history as read at a version, plus this reader's one append
-  since; used only when the session row proves nothing else was written. Kept because it pays
-  on a reported figure (the agent loop; `bench/results/r26-service.md`).
-
 Two memories outside this package are not caches of reads: the settings built per process
 (`config.load_settings`, keyed by the overrides, the whole environment and the config file's
 size and modification time, so any change builds them again) and the token encodings loaded

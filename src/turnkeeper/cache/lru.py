@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,18 @@ def _metadata_weight(metadata: Any) -> int:
     for key, item in metadata.items():
         total += len(key) + (len(item) if type(item) is str else len(str(item)))
     return total
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """An entry's value after a write it is carried over (`SessionLRU.advance`), with what the
+    write added to it and took from it (the items of a page): the entry's weight changes by
+    theirs, so carrying a long page over an append weighs the append, not the page again.
+    A carry that rebuilt the value whole says so with `added=(new,)`, `removed=(old,)`."""
+
+    value: Any
+    added: Sequence[Any] = ()
+    removed: Sequence[Any] = ()
 
 
 @dataclass
@@ -112,12 +124,13 @@ class SessionLRU:
         session_id: str,
         before: int,
         after: int,
-        carry: Callable[[Hashable, Any], Any | None],
+        carry: Callable[[Hashable, Any], Carried | None],
     ) -> None:
         """Move the session's entries from version `before` to `after`, each through
-        `carry(slot, value)`: its value at `after`, or None to drop it. The caller vouches that
-        one write it knows took the session from `before` to `after`; entries of any other
-        version are left alone (a newer reader's are newer still, older ones are of no use)."""
+        `carry(slot, value)`: its value at `after` (`Carried`), or None to drop it. The caller
+        vouches that one write it knows took the session from `before` to `after`; entries of
+        any other version are left alone (a newer reader's are newer still, older ones are of
+        no use)."""
         with self._lock:
             held = self._sessions.get(session_id)
             if held is None or held.version != before:
@@ -126,7 +139,9 @@ class SessionLRU:
             for slot, value in held.entries.items():
                 carried = carry(slot, value)
                 if carried is not None:
-                    moved.entries[slot], moved.weights[slot] = carried, weigh(carried)
+                    change = sum(map(weigh, carried.added)) - sum(map(weigh, carried.removed))
+                    moved.entries[slot] = carried.value
+                    moved.weights[slot] = held.weights[slot] + change
             self.weight += moved.weight - held.weight
             self._sessions[session_id] = moved
             self._sessions.move_to_end(session_id)

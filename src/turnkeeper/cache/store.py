@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from turnkeeper import metrics, records
 from turnkeeper.cache import keys
-from turnkeeper.cache.lru import SessionLRU
+from turnkeeper.cache.lru import Carried, SessionLRU
 from turnkeeper.config import Settings
 from turnkeeper.errors import SessionErased, SessionNotFound
 from turnkeeper.storage.base import (
@@ -369,22 +369,47 @@ class CachedStore(StoreWrapper):
         return stats
 
 
-def _carried_over(appended: Sequence[Message]) -> Callable[[Hashable, Any], Any | None]:
+def _carried_over(appended: Sequence[Message]) -> Callable[[Hashable, Any], Carried | None]:
     """How an LRU entry of a session reads after `appended` were added to it (see the module):
-    a page is its query's page over the old page and the appended messages (a retried one,
-    stored before, is in both: one per seq), a summary checkpoint is unchanged, the rest is
-    dropped."""
+    a page is its query's page after the append (`_page_after`), a summary checkpoint is
+    unchanged, the rest is dropped."""
 
-    def carry(slot: Hashable, value: Any) -> Any | None:
+    def carry(slot: Hashable, value: Any) -> Carried | None:
         match slot:
             case ("messages", MessageQuery() as query):
-                by_seq = {m.seq: m for m in value} | {m.seq: m for m in appended}
-                return tuple(query.page(by_seq.values()))
+                return _page_after(query, value, appended)
             case ("summary", _):
-                return value
+                return Carried(value)
         return None
 
     return carry
+
+
+def _page_after(
+    query: MessageQuery, page: tuple[Message, ...], appended: Sequence[Message]
+) -> Carried:
+    """`query`'s page after `appended` were stored, from its page before.
+
+    When every appended message is above the page's newest (a fresh append always is), the
+    ones the query selects extend the page at its newest end and push out, past its limit,
+    what falls off the other: a page of a long session is carried in one step, not sorted and
+    weighed again message by message on every append. Otherwise (the page is empty, or a
+    retried message is among them) the page is the query's page over both, one per seq."""
+    if page and min(m.seq for m in appended) > max(page[0].seq, page[-1].seq):
+        fresh = sorted(
+            (m for m in appended if query.selects(m)),
+            key=lambda m: m.seq,
+            reverse=query.newest_first,
+        )
+        if query.newest_first:
+            grown = (*fresh, *page)
+            kept = grown if query.limit is None else grown[: query.limit]
+            return Carried(kept, added=fresh, removed=grown[len(kept) :])
+        room = len(fresh) if query.limit is None else max(0, query.limit - len(page))
+        return Carried((*page, *fresh[:room]), added=fresh[:room])
+    by_seq = {m.seq: m for m in page} | {m.seq: m for m in appended}
+    rebuilt = tuple(query.page(by_seq.values()))
+    return Carried(rebuilt, added=(rebuilt,), removed=(page,))
 
 
 PASSED_THROUGH = (

@@ -304,7 +304,7 @@ def check_message(
     if not isinstance(content, str):
         raise InvalidMessage("content", f"must be text, got {type(content).__name__}")
     check_storable("content", content, error=InvalidMessage)
-    size = len(content.encode("utf-8"))
+    size = len(content) if content.isascii() else len(content.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLarge("content", f"is {size} bytes; the limit is {max_bytes} bytes")
     tool_calls = None

@@ -281,17 +281,9 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            metavar="URL",
-            help="Database URL for any command (the command's own --db wins).",
-            show_default=False,
-        ),
+        str | None, db_option("Database URL for any command (the command's own --db wins).")
     ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="JSON output for any command.")
-    ] = False,
+    json_output: Annotated[bool, json_option("JSON output for any command.")] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -364,19 +356,27 @@ def ttl_value(text: str | None) -> Any:
 
 # -- options shared by many commands --------------------------------------------------------
 
+
+def db_option(help: str) -> Any:
+    """`--db URL`: the database to open, as every command takes it and the root takes it for
+    any command (`global_options`)."""
+    return typer.Option("--db", metavar="URL", help=help, show_default=False)
+
+
+def json_option(help: str) -> Any:
+    """`--json`: output as one JSON document, as every command and the root take it."""
+    return typer.Option("--json", help=help)
+
+
 DbOption = Annotated[
     str | None,
-    typer.Option(
-        "--db",
-        metavar="URL",
-        help="Database URL, e.g. sqlite:///chat.db (default: $TURNKEEPER_DATABASE_URL, then "
-        "the config file, then the embedded database in the user data directory).",
-        show_default=False,
+    db_option(
+        "Database URL, e.g. sqlite:///chat.db (default: $TURNKEEPER_DATABASE_URL, then "
+        "the config file, then the embedded database in the user data directory)."
     ),
 ]
 JsonOption = Annotated[
-    bool,
-    typer.Option("--json", help="Print exactly one JSON document on stdout instead of tables."),
+    bool, json_option("Print exactly one JSON document on stdout instead of tables.")
 ]
 ProjectOption = Annotated[
     str | None,
@@ -388,6 +388,10 @@ ProjectOption = Annotated[
         show_default=False,
     ),
 ]
+IncludeInternalOption = Annotated[
+    bool, typer.Option("--internal/--no-internal", help="Include internal messages.")
+]
+"""Whether a listing of messages (`history`, `search`) shows the internal ones too."""
 SessionArg = Annotated[
     str, typer.Argument(metavar="SESSION", help="Session id, or key (looked up in --project).")
 ]

@@ -12,6 +12,7 @@ from turnkeeper.cli.app import (
     BudgetOption,
     Ctx,
     DbOption,
+    IncludeInternalOption,
     JsonOption,
     OldBudgetOption,
     ProjectOption,
@@ -128,9 +129,7 @@ def history(
     to_seq: Annotated[
         int | None, typer.Option("--to-seq", metavar="N", help="Last seq (inclusive).")
     ] = None,
-    internal: Annotated[
-        bool, typer.Option("--internal/--no-internal", help="Include internal messages.")
-    ] = True,
+    internal: IncludeInternalOption = True,
     newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first.")] = False,
     limit: Annotated[
         int | None, typer.Option("--limit", metavar="N", help="At most N messages.")

@@ -10,7 +10,7 @@ import typer
 from rich.text import Text
 
 from turnkeeper import records
-from turnkeeper.cli.app import Ctx, app, command, parse_since
+from turnkeeper.cli.app import Ctx, IncludeInternalOption, app, command, parse_since
 from turnkeeper.cli.output import Output, listing
 from turnkeeper.storage.search import SearchHit
 
@@ -48,9 +48,7 @@ def search(
     kind: Annotated[str | None, _only("--kind", "K", "sessions of this kind")] = None,
     since: Annotated[datetime | None, _time_option("--since", "at or after")] = None,
     until: Annotated[datetime | None, _time_option("--until", "before")] = None,
-    internal: Annotated[
-        bool, typer.Option("--internal/--no-internal", help="Include internal messages.")
-    ] = True,
+    internal: IncludeInternalOption = True,
     limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", help="At most N hits.")] = 20,
     offset: Annotated[int, typer.Option("--offset", metavar="N", help="Skip the first N.")] = 0,
     project: Annotated[

@@ -30,6 +30,7 @@ from turnkeeper.storage.base import Store, StoreWrapper
 from turnkeeper.types import (
     ErasedSession,
     ExpiryReport,
+    JSONObject,
     Message,
     MessageDraft,
     MessageQuery,
@@ -131,6 +132,18 @@ def _seal_json(key: DataKey, value: Any, purpose: str) -> dict[str, Any]:
     return {SEALED_JSON: key.encrypt(jsonenc.canonical(value), purpose)}
 
 
+def _seal_metadata(key: DataKey, metadata: JSONObject) -> JSONObject:
+    """A message's metadata sealed as one value (empty metadata stays empty)."""
+    return _seal_json(key, dict(metadata), "metadata") if metadata else {}
+
+
+def _seal_calls(
+    key: DataKey, calls: tuple[JSONObject, ...] | None
+) -> tuple[JSONObject, ...] | None:
+    """A message's tool calls sealed as one value, the single item of the tuple (None: none)."""
+    return None if calls is None else (_seal_json(key, list(calls), "tool_calls"),)
+
+
 def _sealed_json(value: Any) -> str | None:
     if isinstance(value, dict) and len(value) == 1:
         sealed = value.get(SEALED_JSON)
@@ -151,11 +164,9 @@ def seal_draft(key: DataKey, draft: MessageDraft) -> MessageDraft:
         author=draft.author,
         internal=draft.internal,
         usage=draft.usage,
-        tool_calls=None
-        if draft.tool_calls is None
-        else (_seal_json(key, list(draft.tool_calls), "tool_calls"),),
+        tool_calls=_seal_calls(key, draft.tool_calls),
         tool_call_id=draft.tool_call_id,
-        metadata=_seal_json(key, dict(draft.metadata), "metadata") if draft.metadata else {},
+        metadata=_seal_metadata(key, draft.metadata),
         trace=None if draft.trace is None else _seal_text(key, draft.trace, "trace"),
     )
 
@@ -165,10 +176,8 @@ def seal_message(key: DataKey, message: Message) -> Message:
     return dataclasses.replace(
         message,
         content=_seal_text(key, message.content, "content"),
-        metadata=_seal_json(key, dict(message.metadata), "metadata") if message.metadata else {},
-        tool_calls=None
-        if message.tool_calls is None
-        else (_seal_json(key, list(message.tool_calls), "tool_calls"),),
+        metadata=_seal_metadata(key, message.metadata),
+        tool_calls=_seal_calls(key, message.tool_calls),
     )
 
 

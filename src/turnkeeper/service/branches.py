@@ -14,9 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 from turnkeeper.errors import InvalidInput
-from turnkeeper.service.core import Core, SessionRef
+from turnkeeper.service.core import Capability, Core, SessionRef
 from turnkeeper.service.sessions import new_session
-from turnkeeper.storage.base import ForkStore, require
+from turnkeeper.storage.base import ForkStore
 from turnkeeper.types import UNSET, Branch, JSONObject, Session
 
 FEATURE = "branches"
@@ -26,12 +26,10 @@ FEATURE = "branches"
 class Branches:
     """Forking a session at a seq, and the forks of a session."""
 
+    _forks = Capability(ForkStore, FEATURE)
+
     def __init__(self, core: Core) -> None:
         self.core = core
-
-    @property
-    def _forks(self) -> ForkStore:
-        return require(self.core.store, ForkStore, FEATURE)
 
     def fork(
         self,

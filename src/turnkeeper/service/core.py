@@ -3,7 +3,8 @@ summarizer, and the resolution of a session reference (id or key, in a project) 
 
 Each part (`sessions`, `messages`, `windows`, `digest`, `search`, `branches`, `agents`,
 `transfer`) is an object over one `Core` and keeps its own store calls, so a part's store
-contract is visible in one file; `Turnkeeper` (`facade`) holds the parts.
+contract is visible in one file (an optional capability it needs is declared as a
+`Capability`); `Turnkeeper` (`facade`) holds the parts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from turnkeeper.config import Settings
 from turnkeeper.context.checkpoints import Checkpointed, SessionLocks
 from turnkeeper.context.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from turnkeeper.errors import InvalidInput, SessionErased, SessionExpired, SessionNotFound
-from turnkeeper.storage.base import Store, lookup_session
+from turnkeeper.storage.base import Store, lookup_session, require
 from turnkeeper.storage.codec import to_ts_or_none
 from turnkeeper.tokens import TokenCounter, counter_for
 from turnkeeper.types import Session, SessionStatus
@@ -110,6 +111,28 @@ class Through(Generic[T]):
 
     def __set__(self, facade: object, value: object) -> None:
         raise AttributeError(f"{self.name} is read-only: it is the {self.part}'s")
+
+
+class Part(Protocol):
+    """A part of the service: an object over one `Core`."""
+
+    @property
+    def core(self) -> Core: ...
+
+
+class Capability(Generic[T]):
+    """The store of a part's core as the optional capability (`storage.base`) the part's
+    operations need: `_forks = Capability(ForkStore, "branches")` makes `self._forks` the
+    store as a `ForkStore`, or raise `Unsupported` saying that branches need one. Read on
+    each use, as `require` is, so a part holds no second reference to the store."""
+
+    def __init__(self, capability: Callable[..., T], feature: str) -> None:
+        self.capability = capability
+        self.feature = feature
+        """What a store without the capability is told it cannot serve."""
+
+    def __get__(self, part: Part, owner: type) -> T:
+        return require(part.core.store, self.capability, self.feature)
 
 
 class AgentPositions(Protocol):

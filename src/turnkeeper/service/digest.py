@@ -16,8 +16,8 @@ from turnkeeper.context import conversation
 from turnkeeper.context.conversation import RECENT_MESSAGES, ConversationContext
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.logs import get_logger
-from turnkeeper.service.core import Core, SessionRef
-from turnkeeper.storage.base import SummaryStore, require
+from turnkeeper.service.core import Capability, Core, SessionRef
+from turnkeeper.storage.base import SummaryStore
 from turnkeeper.types import Message, Session, SummaryCheckpoint
 from turnkeeper.validation import check_positive
 
@@ -31,14 +31,14 @@ _log = get_logger("turnkeeper.service")
 class Digest:
     """The digest operations of `Turnkeeper`."""
 
+    _summaries = Capability(SummaryStore, "summary checkpoints")
+
     def __init__(self, core: Core) -> None:
         self.core = core
 
     def summaries(self, ref: SessionRef, *, project: str | None = None) -> list[SummaryCheckpoint]:
         """The session's stored summary checkpoints, oldest first."""
-        return require(self.core.store, SummaryStore, "summary checkpoints").list_summaries(
-            self.core.get_session(ref, project=project).id
-        )
+        return self._summaries.list_summaries(self.core.get_session(ref, project=project).id)
 
     def conversation_context(
         self, ref: SessionRef, *, recent: int = RECENT_MESSAGES, project: str | None = None
@@ -80,9 +80,7 @@ class Digest:
         last = before - 1
         if last < 1:
             return []
-        base = require(self.core.store, SummaryStore, "summary checkpoints").latest_summary(
-            session_id, upto_seq=last
-        )
+        base = self._summaries.latest_summary(session_id, upto_seq=last)
         since = 0 if base is None else min(last - 1, base.covers_to_seq)
         return [message for message in history if since < message.seq <= last]
 

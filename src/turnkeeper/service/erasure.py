@@ -17,7 +17,7 @@ from typing import Any
 
 from turnkeeper.errors import InvalidInput, SessionErased, SessionNotFound
 from turnkeeper.logs import get_logger
-from turnkeeper.service.core import Core, SessionRef
+from turnkeeper.service.core import Capability, Core, SessionRef
 from turnkeeper.storage.base import (
     AgentStateStore,
     ErasureStore,
@@ -25,7 +25,6 @@ from turnkeeper.storage.base import (
     SummaryStore,
     TraceStore,
     every_session,
-    require,
 )
 from turnkeeper.types import ErasedSession, ErasureReceipt, LegalHold, Session, SessionFilter
 from turnkeeper.validation import check_name, check_text
@@ -39,15 +38,13 @@ log = get_logger("turnkeeper.erasure")
 class Erasure:
     """Erasing sessions for good, and the legal holds that stop it."""
 
+    _store = Capability(ErasureStore, FEATURE)
+
     def __init__(self, core: Core, forget: Callable[[str], None]) -> None:
         """`forget(session_id)` drops what the service itself remembers of a session (its
         last window)."""
         self.core = core
         self._forget = forget
-
-    @property
-    def _store(self) -> ErasureStore:
-        return require(self.core.store, ErasureStore, FEATURE)
 
     def erase(
         self,

@@ -27,7 +27,7 @@ density on PostgreSQL). The index itself is step 7 of the migration history
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -89,6 +89,14 @@ def hit_from_row(row: Row, d: Dialect) -> SearchHit:
         snippet=snippet_parts(str(row["snippet"] or "")),
         rank=float(row["score"]),
     )
+
+
+def seqs_by_word(
+    words: Sequence[str], read: Callable[[str], Sequence[Row]]
+) -> dict[str, list[int]]:
+    """`WordMatchStore.messages_with_words` over a dialect's query: each distinct word's seqs,
+    as `read(word)` returns them (rows with a `seq`, newest first)."""
+    return {word: [int(row["seq"]) for row in read(word)] for word in dict.fromkeys(words)}
 
 
 # -- SQLite: an FTS5 MATCH expression ---------------------------------------------------------
@@ -190,13 +198,12 @@ class SQLiteSearch:
         """`WordMatchStore`: the index read in rowid order, newest first (a session's rows
         are inserted in seq order), so a word the session uses often stops at `limit`."""
         self._catch_up()
-        found: dict[str, list[int]] = {}
-        for word in dict.fromkeys(words):
-            rows = self._read_within(
+        return seqs_by_word(
+            words,
+            lambda word: self._read_within(
                 self.search_timeout, SQLITE_WORD_MATCHES, [_quoted(word), session_id, limit]
-            )
-            found[word] = [int(row["seq"]) for row in rows]
-        return found
+            ),
+        )
 
 
 SQLITE_WORD_MATCHES = (
@@ -277,13 +284,12 @@ class PostgresSearch:
     ) -> dict[str, list[int]]:
         """`WordMatchStore`: each word through `phraseto_tsquery` (which cannot fail on any
         text), against the GIN-indexed `search_vector`."""
-        found: dict[str, list[int]] = {}
-        for word in dict.fromkeys(words):
-            rows = self._read_within(
+        return seqs_by_word(
+            words,
+            lambda word: self._read_within(
                 self.search_timeout, POSTGRES_WORD_MATCHES, [session_id, word, limit]
-            )
-            found[word] = [int(row["seq"]) for row in rows]
-        return found
+            ),
+        )
 
 
 POSTGRES_WORD_MATCHES = (

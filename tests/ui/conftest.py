@@ -64,16 +64,23 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
+UI_MODEL = {"llm_timeout": "20s"}
+"""The UI's model calls wait for the recording model as long as a browser test waits for the
+page, not the server tests' 1 s (which they shorten to test timeouts; no UI test does): the
+model, the service and the page's script share one loaded machine, and a turn answered after
+a second of waiting for a core is a turn, not a timeout."""
+
+
 @pytest.fixture
 def ui(tmp_path: Path, upstream_server: tuple[Upstream, str]) -> Iterator[Service]:
     """The service with auth on, keys for projects alpha (a), beta (b) and an admin."""
-    yield from start_service(service_settings(tmp_path, upstream_server[1]))
+    yield from start_service(service_settings(tmp_path, upstream_server[1], **UI_MODEL))
 
 
 @pytest.fixture
 def ui_without_keys(tmp_path: Path, upstream_server: tuple[Upstream, str]) -> Iterator[Service]:
     """The service as `make run` serves it: API keys off (`--no-auth`)."""
-    yield from start_service(service_settings(tmp_path, upstream_server[1], auth=False))
+    yield from start_service(service_settings(tmp_path, upstream_server[1], auth=False, **UI_MODEL))
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_without_a_key_a_page_redirects_to_the_login_form(ui: Service) -> None:
 
 
 def test_ui_routes_stay_out_of_the_api_schema(ui: Service) -> None:
-    with httpx.Client(base_url=ui.url) as client:
+    with httpx.Client(base_url=ui.url, timeout=30) as client:  # the schema is built on first ask
         paths = client.get("/openapi.json").json()["paths"]
     assert not [
         path for path in paths if not path.startswith(("/v1", "/api", "/healthz", "/readyz"))

@@ -16,7 +16,9 @@ import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, SQLiteSession, set_tracing_disabled
 from agents.memory import Session, SessionSettings
 from openai import AsyncOpenAI
+from prometheus_client import REGISTRY
 
+import turnkeeper
 from tests.conftest import Clock, run_async
 from tests.server.live import LiveServer
 from tests.server.upstream import Upstream, make_app
@@ -380,3 +382,29 @@ def test_a_session_deleted_between_two_adds_after_a_read_is_made_afresh(tk: Turn
     tk.delete_session(tk.get_session("gone"))
     run(ours.add_items([ITEMS[0]]))
     assert run(ours.get_items()) == [ITEMS[0]]
+
+
+def test_an_agent_loop_reads_no_messages_after_its_appends_with_the_defaults(
+    tmp_path: Path,
+) -> None:
+    """Through `turnkeeper.open` as a user opens it: each turn's `get_items()` after the
+    turn's two `add_items` is served from the store cache's page of the whole history, carried
+    over the appends (the adapter keeps no history of its own), and holds what was appended."""
+
+    def misses() -> float:
+        return REGISTRY.get_sample_value("turnkeeper_cache_misses_total") or 0.0
+
+    with turnkeeper.open(f"sqlite:///{tmp_path / 'loop.db'}") as tk:
+        ours = TurnkeeperSession("loop", tk)
+        run(ours.add_items([ITEMS[0]]))
+        assert run(ours.get_items()) == [ITEMS[0]]  # read once, then carried
+        expected = [ITEMS[0]]
+        for turn in range(5):
+            user = {"role": "user", "content": f"question {turn}"}
+            reply = {"role": "assistant", "content": f"answer {turn}"}
+            run(ours.add_items([user]))
+            run(ours.add_items([reply]))
+            expected += [user, reply]
+            before = misses()
+            assert run(ours.get_items()) == expected
+            assert misses() == before

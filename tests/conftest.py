@@ -1,8 +1,9 @@
 """Shared fixtures: real stores on real files and servers, a controllable clock, a Turnkeeper.
 
-`store` is parametrized over every backend (a SQLite file; PostgreSQL in a schema of its own per
-test; PostgreSQL behind the LRU and Redis caches), so each test using it is part of the one
-contract suite every backend must pass.
+`store` is parametrized over every backend (a SQLite file; PostgreSQL in an empty schema only
+this test uses, from a pool of migrated ones, `tests/postgres_schemas.py`; PostgreSQL behind the
+LRU and Redis caches), so each test using it is part of the one contract suite every backend
+must pass.
 
 PostgreSQL and Redis are the real servers on 127.0.0.1 (`TURNKEEPER_TEST_POSTGRES_URL`,
 `TURNKEEPER_TEST_REDIS_URL` override). Without them their tests are skipped with a one-line
@@ -14,17 +15,16 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-import uuid
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import pytest
 
+from tests.postgres_schemas import MigratedSchemas, blank_schema
 from turnkeeper.assemble import open_store
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.service import Turnkeeper
@@ -141,27 +141,27 @@ def redis_server() -> str:
     return REDIS_URL
 
 
-@contextmanager
-def postgres_schema(server_url: str) -> Iterator[str]:
-    """A fresh schema of its own; yields a URL whose connections use it (via `search_path`),
-    and drops it with everything in it afterwards."""
-    import psycopg
-
-    schema = f"tk_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in server_url else "?"
-    try:
-        yield f"{server_url}{separator}options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+@pytest.fixture(scope="session")
+def migrated_schemas(postgres_server: str) -> Iterator[MigratedSchemas]:
+    """This test process's pool of empty, migrated schemas (`tests/postgres_schemas.py`)."""
+    pool = MigratedSchemas(postgres_server)
+    yield pool
+    pool.close()
 
 
 @pytest.fixture
-def postgres_url(postgres_server: str) -> Iterator[str]:
-    """A PostgreSQL URL on an empty schema of this test's own."""
-    with postgres_schema(postgres_server) as url:
+def postgres_url(migrated_schemas: MigratedSchemas) -> Iterator[str]:
+    """A PostgreSQL URL on an empty, migrated schema that only this test uses (one of the
+    pool's: emptied and reused after the test)."""
+    with migrated_schemas.lease() as url:
+        yield url
+
+
+@pytest.fixture
+def blank_postgres_url(postgres_server: str) -> Iterator[str]:
+    """A PostgreSQL URL on a blank schema of this test's own (no migration run yet), for tests
+    of migrations and of a first open."""
+    with blank_schema(postgres_server) as url:
         yield url
 
 

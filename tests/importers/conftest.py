@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import cli, cli_env  # noqa: F401  (the CLI tests' fixtures, shared)
-from tests.conftest import Clock, make_sqlite_store, postgres_schema
+from tests.conftest import Clock, make_sqlite_store
+from tests.postgres_schemas import blank_schema
 from turnkeeper.config import Settings
 from turnkeeper.service import Turnkeeper
 
@@ -40,7 +41,7 @@ def older_service_db(postgres_server: str) -> Iterator[str]:
     written, with the `beads` and `projects` tables its foreign keys need) and no rows."""
     import psycopg
 
-    with postgres_schema(postgres_server) as url, psycopg.connect(url, autocommit=True) as conn:
+    with blank_schema(postgres_server) as url, psycopg.connect(url, autocommit=True) as conn:
         conn.execute((FIXTURES / "conversation_contexts_schema.sql").read_text(encoding="utf-8"))
         yield url
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import turnkeeper
-from tests.conftest import postgres_schema
+from tests.postgres_schemas import MigratedSchemas
 from turnkeeper.service import Turnkeeper
 
 BACKENDS = ["sqlite", "postgres", "postgres+redis"]
@@ -27,11 +27,12 @@ Opener = Callable[..., AbstractContextManager[Turnkeeper]]
 @pytest.fixture(params=BACKENDS)
 def open_tk(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     """Opens a fresh, empty Turnkeeper on this backend each time it is entered (settings may be
-    overridden by name, as with `turnkeeper.open`)."""
+    overridden by name, as with `turnkeeper.open`); on PostgreSQL, in an empty migrated schema
+    only it uses (`tests/postgres_schemas.py`)."""
     backend = request.param
     servers: dict[str, str] = {}
     if backend.startswith("postgres"):
-        servers["postgres"] = request.getfixturevalue("postgres_server")
+        schemas: MigratedSchemas = request.getfixturevalue("migrated_schemas")
     if backend == "postgres+redis":
         servers["redis"] = request.getfixturevalue("redis_server")
     counter = iter(range(1_000_000))
@@ -44,7 +45,7 @@ def open_tk(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
             elif backend == "sqlite":
                 url = f"sqlite:///{tmp_path / f'tk{next(counter)}.db'}"
             else:
-                url = stack.enter_context(postgres_schema(servers["postgres"]))
+                url = stack.enter_context(schemas.lease())
             if "redis" in servers:
                 overrides.setdefault("redis_url", servers["redis"])
             tk = turnkeeper.open(url, **overrides)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 import turnkeeper
-from tests.conftest import postgres_schema
+from tests.postgres_schemas import blank_schema
 from turnkeeper.cache.store import CachedStore
 from turnkeeper.errors import ContextBudgetExceeded
 from turnkeeper.service import Turnkeeper
@@ -176,7 +176,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'windows.db'}"
     else:
-        with postgres_schema(request.getfixturevalue("postgres_server")) as url:
+        with blank_schema(request.getfixturevalue("postgres_server")) as url:
             yield url
 
 

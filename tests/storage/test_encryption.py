@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import turnkeeper
-from tests.conftest import POSTGRES_URL, postgres_schema
+from tests.conftest import POSTGRES_URL
+from tests.postgres_schemas import blank_schema
 from turnkeeper.assemble import open_store
 from turnkeeper.config import load_settings
 from turnkeeper.encryption.keys import generate_master_key
@@ -330,7 +331,7 @@ def test_rotation_reads_old_sessions_until_rewrapped(tmp_path: Path) -> None:
 
 
 def test_a_key_store_in_postgresql(postgres_url: str) -> None:
-    with postgres_schema(POSTGRES_URL) as keys_url:
+    with blank_schema(POSTGRES_URL) as keys_url:
         settings = load_settings(encryption_key=KEY, key_store=keys_url)
         store = open_store(postgres_url, settings)
         session_id = _write_canaries(store)
@@ -434,7 +435,7 @@ def test_a_postgres_dump_taken_before_a_delete_cannot_yield_the_deleted_session(
     ).stdout
     store.delete_session(gone)
     store.close()
-    with postgres_schema(POSTGRES_URL) as copy_url:
+    with blank_schema(POSTGRES_URL) as copy_url:
         copy = re.search(r"tk_[0-9a-f]{16}", copy_url)
         assert copy is not None
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:

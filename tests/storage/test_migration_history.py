@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import postgres_schema
+from tests.postgres_schemas import blank_schema
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.storage.search import SearchFilter, SearchStore, parse_query
 from turnkeeper.storage.sql.postgres import PostgresStore
@@ -200,28 +200,28 @@ def _recorded_postgres(url: str) -> list[tuple[Any, ...]]:
 @pytest.fixture
 def fresh_postgres(postgres_server: str) -> Iterator[str]:
     """The URL of a schema a fresh store has just migrated."""
-    with postgres_schema(postgres_server) as url:
+    with blank_schema(postgres_server) as url:
         PostgresStore(url).close()
         yield url
 
 
 @pytest.mark.parametrize("dump", _dumps("postgres_v"))
 def test_a_postgres_database_of_every_shipped_version_upgrades_to_the_fresh_schema(
-    postgres_url: str, fresh_postgres: str, dump: str
+    blank_postgres_url: str, fresh_postgres: str, dump: str
 ) -> None:
     version = _dumps("postgres_v")[dump]
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
+    with psycopg.connect(blank_postgres_url, autocommit=True) as conn:
         conn.execute((FIXTURES / dump).read_text().encode())
-    assert _recorded_postgres(postgres_url)[-1][0] == version
+    assert _recorded_postgres(blank_postgres_url)[-1][0] == version
 
-    store = PostgresStore(postgres_url)
+    store = PostgresStore(blank_postgres_url)
     try:
         assert store.schema_version() == LATEST_VERSION
         _assert_old_data_survived(store, version)
     finally:
         store.close()
-    assert _postgres_schema(postgres_url) == _postgres_schema(fresh_postgres)
-    assert _recorded_postgres(postgres_url) == [(m.version, m.name) for m in MIGRATIONS]
+    assert _postgres_schema(blank_postgres_url) == _postgres_schema(fresh_postgres)
+    assert _recorded_postgres(blank_postgres_url) == [(m.version, m.name) for m in MIGRATIONS]
 
 
 # -- driver errors inside a write ---------------------------------------------------------------
@@ -243,7 +243,7 @@ def store_and_drop(
         yield sqlite_store, drop_sqlite
         sqlite_store.close()
         return
-    url = request.getfixturevalue("postgres_url")
+    url = request.getfixturevalue("blank_postgres_url")
     pg_store = PostgresStore(url)
 
     def drop_postgres(table: str) -> None:

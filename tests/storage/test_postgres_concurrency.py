@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import postgres_schema
+from tests.postgres_schemas import blank_schema
 from turnkeeper import open as open_turnkeeper
 from turnkeeper.errors import BackendUnavailable
 from turnkeeper.storage.sql.postgres import PostgresStore
@@ -92,7 +92,7 @@ def _run(target: Callable[..., None], args_for: list[tuple[Any, ...]]) -> None:
 
 @pytest.fixture
 def shared_url(postgres_server: str) -> Iterator[str]:
-    with postgres_schema(postgres_server) as url:
+    with blank_schema(postgres_server) as url:
         yield url
 
 

@@ -19,8 +19,8 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def pg(postgres_url: str) -> Iterator[PostgresStore]:
-    store = PostgresStore(postgres_url)
+def pg(blank_postgres_url: str) -> Iterator[PostgresStore]:
+    store = PostgresStore(blank_postgres_url)
     yield store
     store.close()
 
@@ -37,25 +37,27 @@ def _open(url: str) -> None:
 
 
 def test_a_blank_schema_gets_every_migration_once_even_with_racing_processes(
-    postgres_url: str,
+    blank_postgres_url: str,
 ) -> None:
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_open, args=(postgres_url,)) for _ in range(4)]
+    procs = [ctx.Process(target=_open, args=(blank_postgres_url,)) for _ in range(4)]
     for proc in procs:
         proc.start()
     for proc in procs:
         proc.join(120)
         assert proc.exitcode == 0
-    store = PostgresStore(postgres_url)
+    store = PostgresStore(blank_postgres_url)
     assert store.schema_version() == LATEST_VERSION
     store.close()
-    with psycopg.connect(postgres_url) as conn:
+    with psycopg.connect(blank_postgres_url) as conn:
         recorded = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
         assert recorded.fetchall() == [(m.version, m.name) for m in MIGRATIONS]
 
 
-def test_metadata_is_jsonb_and_times_are_timestamptz(pg: PostgresStore, postgres_url: str) -> None:
-    with psycopg.connect(postgres_url) as conn:
+def test_metadata_is_jsonb_and_times_are_timestamptz(
+    pg: PostgresStore, blank_postgres_url: str
+) -> None:
+    with psycopg.connect(blank_postgres_url) as conn:
         types = dict(
             conn.execute(
                 "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns"
@@ -97,28 +99,30 @@ def test_metadata_is_jsonb_and_times_are_timestamptz(pg: PostgresStore, postgres
     ],
 )
 def test_queries_are_served_by_indexes(
-    pg: PostgresStore, postgres_url: str, query: str, index: str
+    pg: PostgresStore, blank_postgres_url: str, query: str, index: str
 ) -> None:
-    plan = _plan(postgres_url, query)
+    plan = _plan(blank_postgres_url, query)
     assert "Seq Scan" not in plan and index in plan, plan
 
 
 def test_project_statistics_read_the_totals_index_only(
-    pg: PostgresStore, postgres_url: str
+    pg: PostgresStore, blank_postgres_url: str
 ) -> None:
     plan = _plan(
-        postgres_url,
+        blank_postgres_url,
         "SELECT project, status, count(*), sum(message_count), sum(stored_tokens),"
         " sum(usage_input_tokens), sum(usage_output_tokens) FROM sessions GROUP BY project, status",
     )
     assert "Index Only Scan using sessions_project_totals" in plan, plan
 
 
-def test_deleting_a_session_cascades_to_its_messages(pg: PostgresStore, postgres_url: str) -> None:
+def test_deleting_a_session_cascades_to_its_messages(
+    pg: PostgresStore, blank_postgres_url: str
+) -> None:
     session = pg.create_session(NewSession(project="p"), now=NOW)
     draft = MessageDraft(id="m1", role=Role.USER, content="hi", tokens=3, created_at=NOW)
     pg.append_messages(session.id, [draft], now=NOW)
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
+    with psycopg.connect(blank_postgres_url, autocommit=True) as conn:
         conn.execute("DELETE FROM sessions WHERE id = %s", (session.id,))
         assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
 

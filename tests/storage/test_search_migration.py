@@ -71,15 +71,15 @@ def test_a_sqlite_database_from_before_the_index_is_indexed_on_upgrade(tmp_path:
 
 
 def test_a_postgres_database_from_before_the_index_is_indexed_on_upgrade(
-    postgres_url: str, tmp_path: Path
+    blank_postgres_url: str, tmp_path: Path
 ) -> None:
     from turnkeeper.storage.sql.postgres import PostgresStore
 
     def write_old(statement: str) -> None:
-        with psycopg.connect(postgres_url, autocommit=True) as db:
+        with psycopg.connect(blank_postgres_url, autocommit=True) as db:
             db.execute(statement)  # type: ignore[arg-type]  # a fixed statement, not user input
 
     _upgrade_finds_old_messages(
-        lambda: PostgresStore(postgres_url, target_version=BEFORE_SEARCH), write_old,
-        lambda: PostgresStore(postgres_url), tmp_path,
+        lambda: PostgresStore(blank_postgres_url, target_version=BEFORE_SEARCH), write_old,
+        lambda: PostgresStore(blank_postgres_url), tmp_path,
     )  # fmt: skip

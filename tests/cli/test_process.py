@@ -173,7 +173,7 @@ def test_sessions_list_never_splits_an_id_or_a_key(
 ) -> None:
     keys = ["support-ticket-4711-follow-up", "k", "x" * 45]
     for key in keys:
-        assert run(env, "add", key, "hi", "--db", db).returncode == 0
+        seeding.add(db, key, "hi")
     env["COLUMNS"] = columns
     listed = run(env, "sessions", "list", "--db", db)
     ids = [
@@ -211,12 +211,11 @@ def test_a_session_of_another_project_is_said_to_be_there(env: dict[str, str], d
 
 
 def test_the_window_tags_the_internal_messages_it_sends(env: dict[str, str], db: str) -> None:
-    for args in (
-        ("--role", "user", "Book a table."),
-        ("--role", "assistant", "--internal", "--author", "tool", "checked availability"),
-        ("--role", "user", "For two."),
-    ):
-        assert run(env, "add", "dinner", *args, "--db", db).returncode == 0
+    seeding.add(db, "dinner", "Book a table.")
+    seeding.add(
+        db, "dinner", "checked availability", role="assistant", internal=True, author="tool"
+    )
+    seeding.add(db, "dinner", "For two.")
     shown = run(env, "context", "dinner", "--db", db)
     assert shown.returncode == 0, shown.stderr
     lines = {line for line in shown.stdout.splitlines() if "│" not in line}
@@ -226,7 +225,7 @@ def test_the_window_tags_the_internal_messages_it_sends(env: dict[str, str], db:
 
 
 def test_counts_of_one_read_in_the_singular(env: dict[str, str], db: str, tmp_path: Path) -> None:
-    assert run(env, "add", "solo", "hi", "--db", db).returncode == 0
+    seeding.add(db, "solo", "hi")
     exported = run(env, "export", "--output", str(tmp_path / "one.jsonl"), "--db", db)
     assert exported.returncode == 0, exported.stderr
     assert "Exported 1 session and 1 message to " in exported.stdout
@@ -245,7 +244,7 @@ def test_history_without_a_session_shows_the_latest_one(env: dict[str, str], db:
     assert empty.returncode == 2
     assert empty.stderr.splitlines()[0].startswith("error: there is no session yet")
     for key in ("older", "newer", "older"):  # the older one is active again, last
-        assert run(env, "add", key, f"to {key}", "--db", db).returncode == 0
+        seeding.add(db, key, f"to {key}")
     latest = json.loads(run(env, "history", "--db", db, "--json").stdout)
     assert [m["content"] for m in latest["messages"]] == ["to older", "to older"]
     help_text = run(env, "history", "--help").stdout

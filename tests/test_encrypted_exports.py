@@ -60,10 +60,14 @@ def _fails(*args: str, env: dict[str, str] | None = None) -> str:
     return stderr
 
 
-@pytest.fixture
-def exported(tmp_path: Path) -> tuple[str, str, Path]:
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Path]:
     """A source database with a canary session (three chunks' worth), deleted after an
-    encrypted export of it was written: (source URL, session id, export)."""
+    encrypted export of it was written: (source URL, session id, export), and next to the
+    export `written.json`, the session as written. Made once for the module (the export is a
+    real `turnkeeper export --encrypt` process): the tests only read it, each writing its own
+    files and databases in its own `tmp_path`."""
+    tmp_path = tmp_path_factory.mktemp("exported")
     source = f"sqlite:///{tmp_path / 'source.db'}"
     session_id = _canary_session(source, filler=150)
     written = _as_written(source, session_id)
@@ -89,7 +93,7 @@ def test_an_encrypted_export_holds_no_plaintext_and_imports_whole_after_the_dele
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout)["messages_added"] == 154
     back = json.dumps(_as_written(fresh, session_id), default=str)
-    assert back == (tmp_path / "written.json").read_text()
+    assert back == (out.parent / "written.json").read_text()
     for canary in CANARIES.values():
         if canary != CANARIES["summary"]:  # an export carries no summaries
             assert canary in back

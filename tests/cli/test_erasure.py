@@ -1,6 +1,7 @@
 """`turnkeeper erase` and `turnkeeper hold` as real processes (`python -m turnkeeper`) on a real
 SQLite file: the receipt on stdout, one error line and a non-zero status for bad input, and an
-old export that would bring an erased session back refused by FILE:LINE."""
+old export that would bring an erased session back refused by FILE:LINE. The sessions a test
+erases are written in-process (`tests.cli.seeding`): only the commands under test are processes."""
 
 from __future__ import annotations
 
@@ -13,11 +14,18 @@ from typing import Any
 
 import pytest
 
+from tests.cli import seeding
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def tk(tmp_path: Path) -> Any:
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 't.db'}"
+
+
+@pytest.fixture
+def tk(tmp_path: Path, db: str) -> Any:
     """`tk(*args)`: run `python -m turnkeeper ARGS --db <a file of this test>`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TURNKEEPER_", "OPENAI_"))}
     env |= {
@@ -25,7 +33,6 @@ def tk(tmp_path: Path) -> Any:
         "TURNKEEPER_CONFIG": str(tmp_path / "no-such-config.toml"),
         "COLUMNS": "200",
     }
-    db = f"sqlite:///{tmp_path / 't.db'}"
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -56,17 +63,20 @@ def _error(result: subprocess.CompletedProcess[str]) -> str:
     return line
 
 
-def _session(tk: Any, project: str, subject: str, text: str) -> str:
-    created = _json(tk("sessions", "create", "--project", project, "--subject", subject, "--json"))
-    session_id: str = created["session"]["id"]
-    _ok(tk("add", session_id, text, "--json"))
+def _session(db: str, project: str, subject: str, text: str) -> str:
+    """A session of `project` about `subject` holding one user message, `text`: what
+    `sessions create --project P --subject S` then `add ID TEXT` make, written in-process."""
+    session_id = seeding.create(db, project=project, subject=subject)
+    seeding.add(db, session_id, text)
     return session_id
 
 
-def test_erase_prints_the_receipt_and_a_hold_keeps_its_session(tk: Any, tmp_path: Path) -> None:
-    held = _session(tk, "clinic", "patient-7", "held words")
-    gone = _session(tk, "billing", "patient-7", "gone words")
-    other = _session(tk, "clinic", "patient-8", "other words")
+def test_erase_prints_the_receipt_and_a_hold_keeps_its_session(
+    tk: Any, db: str, tmp_path: Path
+) -> None:
+    held = _session(db, "clinic", "patient-7", "held words")
+    gone = _session(db, "billing", "patient-7", "gone words")
+    other = _session(db, "clinic", "patient-8", "other words")
     export = tmp_path / "before.jsonl"
     _ok(tk("export", "-o", str(export)))
     hold = _json(tk("hold", held, "--json"))
@@ -109,9 +119,9 @@ def test_erase_prints_the_receipt_and_a_hold_keeps_its_session(tk: Any, tmp_path
     ],
 )
 def test_bad_erase_input_is_one_line_naming_the_field(
-    tk: Any, args: tuple[str, ...], field: str
+    tk: Any, db: str, args: tuple[str, ...], field: str
 ) -> None:
-    kept = _session(tk, "clinic", "patient-7", "kept")
+    kept = _session(db, "clinic", "patient-7", "kept")
     assert _error(tk("erase", *args)).startswith(f"error: {field}")
     assert len(_json(tk("history", kept, "--json"))["messages"]) == 1
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import seeding
 from tests.cli.test_process import ROOT, env, run
 
 __all__ = ["env"]  # the fixture, re-used
@@ -42,9 +43,9 @@ def test_each_command_the_web_ui_suggests_runs(
 
 
 def test_the_more_sessions_hint_continues_the_list(env: dict[str, str], tmp_path: Path) -> None:
-    env["TURNKEEPER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'hint.db'}"
+    env["TURNKEEPER_DATABASE_URL"] = db = f"sqlite:///{tmp_path / 'hint.db'}"
     for key in ("older-key", "newer-key"):
-        assert run(env, "add", key, "hi").returncode == 0
+        seeding.add(db, key, "hi")  # in-process: the listing is under test
     first = run(env, "sessions", "list", "--limit", "1")
     (line,) = [line for line in first.stdout.splitlines() if line.startswith("More sessions")]
     more = line.removeprefix("More sessions: add ").split()

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 import turnkeeper
+from tests.cli import seeding
 from tests.conftest import run_async
 from tests.mcp_server.clients import document, error_of, over_http
 from tests.server.conftest import Service, service_settings, start_service
@@ -154,7 +155,7 @@ def test_a_value_nested_too_deep_is_one_error_line_on_the_cli(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     db = f"sqlite:///{tmp_path / 'cli.db'}"
-    assert run_cli("sessions", "create", "--key", "s", "--db", db).returncode == 0
+    seeding.create(db, key="s")  # in-process: only the refused command is under test
     result = run_cli(*args, "--db", db)
     stderr = result.stderr.decode()
     assert result.returncode == 1 and "Traceback" not in stderr, stderr

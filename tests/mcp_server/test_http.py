@@ -3,7 +3,6 @@ client: the same tools, behind the same API keys and project scoping as the REST
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,8 +16,9 @@ from mcp import MCPError
 
 import turnkeeper
 from tests.conftest import run_async
-from tests.hostile.served import Served, run_cli, serve
+from tests.hostile.served import Served, serve
 from tests.mcp_server.clients import document, error_of, mcp_error_in, over_http
+from turnkeeper.apikeys import ApiKeys
 
 
 @dataclass
@@ -28,24 +28,26 @@ class Service:
     beta_session: str  # the id of a session of project beta, holding a private message
 
 
-def _key(db: str, project: str) -> str:
-    made = run_cli("keys", "create", "--project", project, "--json", "--db", db)
-    assert made.returncode == 0, made.stderr.decode()
-    return str(json.loads(made.stdout)["token"])
-
-
 def _start(db: str, tmp_path: Path) -> Iterator[Service]:
+    """`turnkeeper serve` on `db`, which holds beta's private note and a key per project (made
+    here, in this process: a `turnkeeper keys create` subprocess each cost a second of CPU)."""
     with turnkeeper.open(db) as tk:
         secret = tk.create_session(key="secret", project="beta")
         tk.append(secret, "user", "beta's private note")
-    keys = {project: _key(db, project) for project in ("alpha", "beta")}
+        api_keys = ApiKeys(tk.store)
+        keys = {project: api_keys.create(project)[1] for project in ("alpha", "beta")}
     with serve(db, tmp_path / "serve.log") as served:
         yield Service(served, keys, secret.id)
 
 
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(f"sqlite:///{tmp_path / 'served.db'}", tmp_path)
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """One `turnkeeper serve` for every test here that only needs one running (a server per
+    test cost three seconds of CPU in start-up each). The tests stay independent in any order:
+    only `test_a_project_key_uses_the_tools_over_http` stores anything (alpha's "plan"), the
+    others read beta's note, which nothing changes, or are refused before any data."""
+    tmp = tmp_path_factory.mktemp("mcp-http")
+    yield from _start(f"sqlite:///{tmp / 'served.db'}", tmp)
 
 
 def _conversation(url: str, key: str) -> dict[str, Any]:

@@ -1,17 +1,25 @@
 """`turnkeeper mcp` as an MCP host runs it: a real subprocess on a SQLite file, driven by the
-MCP SDK's own stdio client."""
+MCP SDK's own stdio client.
+
+The tests that need a server of the default project, but not one of their own, share one
+(`served`, a second of CPU saved per test): each works on session keys of its own there. The
+ones scoped to a project list everything in it, so each has its own server and database.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession
 
 import turnkeeper
 from tests.conftest import run_async
 from tests.hostile.served import run_cli
-from tests.mcp_server.clients import document, error_of, over_stdio
+from tests.mcp_server.clients import HeldSession, document, error_of, held_stdio, over_stdio
 
 TOOLS = {
     "list_sessions", "get_or_create_session", "append_message", "get_context", "get_history",
@@ -24,12 +32,26 @@ def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'mcp.db'}"
 
 
-def test_every_tool_and_every_input_is_described_for_the_model(db: str) -> None:
-    async def listed() -> list[Any]:
-        async with over_stdio("--db", db) as mcp:
-            return list((await mcp.list_tools()).tools)
+@dataclass
+class Served:
+    """A `turnkeeper mcp --db DB` session, shared by this module's tests, and its database."""
 
-    tools = run_async(listed())
+    db: str
+    mcp: HeldSession
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    db = f"sqlite:///{tmp_path_factory.mktemp('mcp') / 'mcp.db'}"
+    with held_stdio("--db", db) as mcp:
+        yield Served(db, mcp)
+
+
+def test_every_tool_and_every_input_is_described_for_the_model(served: Served) -> None:
+    async def listed(mcp: ClientSession) -> list[Any]:
+        return list((await mcp.list_tools()).tools)
+
+    tools = served.mcp.run(listed)
     assert {tool.name for tool in tools} == TOOLS
     for tool in tools:
         assert len(tool.description or "") > 40, tool.name
@@ -39,47 +61,48 @@ def test_every_tool_and_every_input_is_described_for_the_model(db: str) -> None:
             assert len(schema.get("description", "")) > 10, f"{tool.name}.{name}"
 
 
-def test_a_conversation_is_stored_windowed_counted_and_summarized_over_stdio(db: str) -> None:
-    async def conversation() -> dict[str, Any]:
-        async with over_stdio("--db", db) as mcp:
-            opened = document(await mcp.call_tool("get_or_create_session", {"key": "trip"}))
-            again = document(await mcp.call_tool("get_or_create_session", {"key": "trip"}))
+def test_a_conversation_is_stored_windowed_counted_and_summarized_over_stdio(
+    served: Served,
+) -> None:
+    async def conversation(mcp: ClientSession) -> dict[str, Any]:
+        opened = document(await mcp.call_tool("get_or_create_session", {"key": "trip"}))
+        again = document(await mcp.call_tool("get_or_create_session", {"key": "trip"}))
+        await mcp.call_tool(
+            "append_message", {"session": "trip", "role": "system", "content": "Be brief."}
+        )
+        for turn in range(1, 13):
+            role = "user" if turn % 2 else "assistant"
+            stored = document(
+                await mcp.call_tool(
+                    "append_message",
+                    {"session": "trip", "role": role, "content": f"turn {turn} about Lisbon"},
+                )
+            )
+        window = document(
             await mcp.call_tool(
-                "append_message", {"session": "trip", "role": "system", "content": "Be brief."}
+                "get_context", {"session": "trip", "strategy": "recent", "keep_recent": 3}
             )
-            for turn in range(1, 13):
-                role = "user" if turn % 2 else "assistant"
-                stored = document(
-                    await mcp.call_tool(
-                        "append_message",
-                        {"session": "trip", "role": role, "content": f"turn {turn} about Lisbon"},
-                    )
-                )
-            window = document(
-                await mcp.call_tool(
-                    "get_context", {"session": "trip", "strategy": "recent", "keep_recent": 3}
-                )
+        )
+        summary = document(
+            await mcp.call_tool(
+                "summarize_session", {"session": "trip", "keep_recent": 4, "budget_tokens": 60}
             )
-            summary = document(
-                await mcp.call_tool(
-                    "summarize_session", {"session": "trip", "keep_recent": 4, "budget_tokens": 60}
-                )
+        )
+        stats = document(await mcp.call_tool("get_session_stats", {"session": "trip"}))
+        history = document(
+            await mcp.call_tool(
+                "get_history", {"session": "trip", "limit": 2, "newest_first": True}
             )
-            stats = document(await mcp.call_tool("get_session_stats", {"session": "trip"}))
-            history = document(
-                await mcp.call_tool(
-                    "get_history", {"session": "trip", "limit": 2, "newest_first": True}
-                )
-            )
-            listed = document(await mcp.call_tool("list_sessions", {"search": "tri"}))
-            transcript = await mcp.read_resource("turnkeeper://sessions/trip/transcript")
-            return {
-                "opened": opened, "again": again, "stored": stored, "window": window,
-                "summary": summary, "stats": stats, "history": history, "listed": listed,
-                "transcript": transcript.contents[0].text,
-            }  # fmt: skip
+        )
+        listed = document(await mcp.call_tool("list_sessions", {"search": "tri"}))
+        transcript = await mcp.read_resource("turnkeeper://sessions/trip/transcript")
+        return {
+            "opened": opened, "again": again, "stored": stored, "window": window,
+            "summary": summary, "stats": stats, "history": history, "listed": listed,
+            "transcript": transcript.contents[0].text,
+        }  # fmt: skip
 
-    got = run_async(conversation())
+    got = served.mcp.run(conversation)
     session_id = got["opened"]["session"]["id"]
     assert got["opened"]["created"] is True and got["again"]["created"] is False
     assert got["again"]["session"]["id"] == session_id
@@ -106,28 +129,28 @@ def test_a_conversation_is_stored_windowed_counted_and_summarized_over_stdio(db:
     lines = str(got["transcript"]).splitlines()
     assert lines[0] == f"session {session_id} (key trip): 13 messages"
     assert lines[1:3] == ["#1 system: Be brief.", "#2 user: turn 1 about Lisbon"]
-    with turnkeeper.open(db) as tk:  # what the tools said is what is stored
+    with turnkeeper.open(served.db) as tk:  # what the tools said is what is stored
         assert [m.content for m in tk.history("trip")][-1] == "turn 12 about Lisbon"
         assert tk.summaries("trip")[-1].covers_to_seq == covers
 
 
-def test_bad_input_is_a_tool_error_with_the_command_lines_message(db: str) -> None:
+def test_bad_input_is_a_tool_error_with_the_command_lines_message(served: Served) -> None:
+    db = served.db
     with turnkeeper.open(db) as tk:
-        tk.append(tk.get_or_create_session("trip")[0], "user", "hello")
+        tk.append(tk.get_or_create_session("errand")[0], "user", "hello")
 
-    async def mistakes() -> list[str]:
-        async with over_stdio("--db", db) as mcp:
-            calls = [
-                ("get_context", {"session": "trip", "budget_tokens": -5}),
-                ("get_context", {"session": "nowhere"}),
-                ("get_context", {"session": "trip", "strategy": "everything"}),
-                ("append_message", {"session": "trip", "role": "narrator", "content": "x"}),
-            ]
-            return [error_of(await mcp.call_tool(name, args)) for name, args in calls]
+    async def mistakes(mcp: ClientSession) -> list[str]:
+        calls = [
+            ("get_context", {"session": "errand", "budget_tokens": -5}),
+            ("get_context", {"session": "nowhere"}),
+            ("get_context", {"session": "errand", "strategy": "everything"}),
+            ("append_message", {"session": "errand", "role": "narrator", "content": "x"}),
+        ]
+        return [error_of(await mcp.call_tool(name, args)) for name, args in calls]
 
-    budget, missing, strategy, role = run_async(mistakes())
+    budget, missing, strategy, role = served.mcp.run(mistakes)
     for message, args in (
-        (budget, ["context", "trip", "--budget", "-5"]),
+        (budget, ["context", "errand", "--budget", "-5"]),
         (missing, ["context", "nowhere"]),
     ):
         cli = run_cli("--db", db, *args)
@@ -138,7 +161,7 @@ def test_bad_input_is_a_tool_error_with_the_command_lines_message(db: str) -> No
     assert strategy.startswith("strategy: unknown strategy 'everything'; choose one of full,")
     assert role.startswith("role: ")
     with turnkeeper.open(db) as tk:
-        assert [m.content for m in tk.history("trip")] == ["hello"]  # nothing stored
+        assert [m.content for m in tk.history("errand")] == ["hello"]  # nothing stored
 
 
 def test_with_a_project_the_server_sees_only_that_projects_sessions(db: str) -> None:
@@ -203,22 +226,19 @@ STRICT_CALLS = [
 
 
 def test_a_number_or_a_flag_sent_as_anything_else_is_refused_naming_the_argument(
-    db: str,
+    served: Served,
 ) -> None:
-    with turnkeeper.open(db) as tk:
-        tk.append(tk.get_or_create_session("trip")[0], "user", "hello")
+    with turnkeeper.open(served.db) as tk:
+        tk.append(tk.get_or_create_session("flags")[0], "user", "hello")
 
-    async def calls() -> list[str]:
-        async with over_stdio("--db", db) as mcp:
-            errors = []
-            for tool, args, _ in STRICT_CALLS:
-                session = (
-                    {} if tool in ("list_sessions", "search_messages") else {"session": "trip"}
-                )
-                errors.append(error_of(await mcp.call_tool(tool, session | args)))
-            return errors
+    async def calls(mcp: ClientSession) -> list[str]:
+        errors = []
+        for tool, args, _ in STRICT_CALLS:
+            session = {} if tool in ("list_sessions", "search_messages") else {"session": "flags"}
+            errors.append(error_of(await mcp.call_tool(tool, session | args)))
+        return errors
 
-    for (tool, _, argument), error in zip(STRICT_CALLS, run_async(calls()), strict=True):
+    for (tool, _, argument), error in zip(STRICT_CALLS, served.mcp.run(calls), strict=True):
         assert f"\n{argument}\n" in error and "validation error" in error, (tool, error)
-    with turnkeeper.open(db) as tk:
-        assert [m.content for m in tk.history("trip")] == ["hello"]  # nothing stored
+    with turnkeeper.open(served.db) as tk:
+        assert [m.content for m in tk.history("flags")] == ["hello"]  # nothing stored

@@ -131,6 +131,12 @@ def check_metadata(
     """A JSON object (dict with string keys), within the limits of `check_json`."""
     if value is None:
         return {}
+    if type(value) is dict:  # nearly all metadata, and then `_size_bound` is the whole check
+        try:
+            if _size_bound(value, MAX_JSON_DEPTH, []) <= max_bytes:  # every key a string too
+                return dict(value)
+        except _Unfit:
+            pass  # named below, after what is checked first
     if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
         raise error(field, f"must be a JSON object, got {type(value).__name__}")
     check_json(field, value, max_bytes=max_bytes, error=error)
@@ -195,6 +201,9 @@ _UNSURE = math.inf
 it may write otherwise), NaN or an infinity, an integer past 20 digits, a string no backend
 stores. Any sum with it stays unsure, so one such part sends the value to the precise checks."""
 
+_LARGEST = 10**20
+"""An integer between `-_LARGEST` and `_LARGEST` takes at most 20 characters of JSON."""
+
 _NUMBER_SIZE = 25
 """The most characters JSON takes for true, false, null, a finite float (its `repr`: at most
 24, as in -1.7976931348623157e+308) or an integer of at most 20 digits."""
@@ -211,16 +220,16 @@ def _size_bound(value: Any, levels: int, enclosing: list[int]) -> float:
     character is written (a character outside ASCII takes at most 4 bytes of UTF-8)."""
     kind = type(value)
     if kind is str:
-        return _UNSURE if _unstorable(value) else 6 * len(value) + 2
-    if kind is bool or value is None:
-        return _NUMBER_SIZE
-    if kind is int:
-        return _NUMBER_SIZE if -(10**20) < value < 10**20 else _UNSURE
-    if kind is float:
-        return _NUMBER_SIZE if math.isfinite(value) else _UNSURE
+        return _string_bound(value)
     size: float = 2  # the brackets
     if kind is dict or kind is list or kind is tuple:  # nearly every container
         mapping = kind is dict
+    elif kind is bool or value is None:
+        return _NUMBER_SIZE
+    elif kind is int:
+        return _NUMBER_SIZE if -_LARGEST < value < _LARGEST else _UNSURE
+    elif kind is float:
+        return _NUMBER_SIZE if math.isfinite(value) else _UNSURE
     elif isinstance(value, Mapping | list | tuple):  # only the encoder can tell its text
         mapping, size = isinstance(value, Mapping), _UNSURE
     else:
@@ -230,15 +239,43 @@ def _size_bound(value: Any, levels: int, enclosing: list[int]) -> float:
     if len(enclosing) == levels:
         raise _Unfit(f"nests objects and arrays more than {levels} levels deep")
     enclosing.append(id(value))
+    # A string, the most common part (every key, most values), is measured here, not by a
+    # call of this function: metadata is walked on every append.
     if mapping:
         for key, item in value.items():
-            key_size = _size_bound(key, levels, enclosing) if type(key) is str else _UNSURE
-            size += key_size + _size_bound(item, levels, enclosing) + 2  # the colon, a comma
+            size += (
+                (_string_bound(key) if type(key) is str else _UNSURE)
+                + (
+                    _string_bound(item)
+                    if type(item) is str
+                    else _size_bound(item, levels, enclosing)
+                )
+                + 2  # the colon, a comma
+            )
     else:
         for item in value:
-            size += _size_bound(item, levels, enclosing) + 1  # a comma
+            size += (
+                _string_bound(item) if type(item) is str else _size_bound(item, levels, enclosing)
+            ) + 1  # a comma
     enclosing.pop()
     return size
+
+
+def _string_bound(text: str) -> float:
+    """`_size_bound` of a string: 6 bytes a character, `_UNSURE` for one no backend stores
+    (`_unstorable`, whose wording only `check_storable` needs)."""
+    if "\x00" in text or not (text.isascii() or _encodes(text)):
+        return _UNSURE
+    return 6 * len(text) + 2
+
+
+def _encodes(text: str) -> bool:
+    """`text` is valid Unicode (no lone surrogate): UTF-8 can encode it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_strategy(value: StrategyName | str) -> StrategyName:
@@ -303,8 +340,13 @@ def check_message(
     content = message.content
     if not isinstance(content, str):
         raise InvalidMessage("content", f"must be text, got {type(content).__name__}")
-    check_storable("content", content, error=InvalidMessage)
-    size = len(content) if content.isascii() else len(content.encode("utf-8"))
+    if content.isascii():  # most text: a byte a character, and only a NUL to look for
+        size = len(content)
+        if "\x00" in content:
+            check_storable("content", content, error=InvalidMessage)
+    else:
+        check_storable("content", content, error=InvalidMessage)
+        size = len(content.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLarge("content", f"is {size} bytes; the limit is {max_bytes} bytes")
     tool_calls = None

@@ -74,8 +74,7 @@ def plan_append(
     """
     if len(drafts) > 1 or stored:  # one draft and nothing stored (an append's usual case):
         _check_ids(drafts, stored)  # no id can repeat or be a retry
-    known = dict(stored)
-    fresh = [draft for draft in drafts if draft.id not in known] if stored else drafts
+    fresh = [draft for draft in drafts if draft.id not in stored] if stored else drafts
     if fresh:
         if expected_last_seq is not None and expected_last_seq != session.last_seq:
             raise SeqConflict(session.id, expected_last_seq, session.last_seq)
@@ -88,12 +87,13 @@ def plan_append(
     traces: list[tuple[int, str]] = []
     for draft in fresh:
         seq += 1
-        message = draft.stored_as(session.id, seq)
-        known[draft.id] = message
-        added.append(message)
+        added.append(draft.stored_as(session.id, seq))
         if draft.trace is not None:
             traces.append((seq, draft.trace))
-    result = [known[draft.id] for draft in drafts] if stored else added
+    if not stored:
+        return AppendPlan(added=added, result=added, traces=traces)
+    known = {**stored, **{message.id: message for message in added}}
+    result = [known[draft.id] for draft in drafts]
     return AppendPlan(added=added, result=result, traces=traces)
 
 

@@ -173,7 +173,9 @@ def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> li
     """The parameters of `INSERT_MESSAGE` (`MESSAGE_COLUMNS`) for each message, at its own seq.
     The messages of one append share their time, so it is encoded once, not once a message;
     the row is built in the loop (a function call a row was a measurable share of a large
-    append's rows)."""
+    append's rows). A message's metadata is encoded as it is when it is a dict (a draft's is a
+    copy of its own, `check_metadata`), and its tool calls as the tuple they are: the JSON
+    text is the same, without a copy of either a message."""
     encode_json = d.encode_json
     last: tuple[datetime, Any] | None = None
     rows = []
@@ -182,6 +184,7 @@ def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> li
             last = (message.created_at, d.encode_ts(message.created_at))
         usage = message.usage
         tool_calls = message.tool_calls
+        metadata = message.metadata
         rows.append(
             (
                 message.id,
@@ -197,9 +200,9 @@ def message_rows(session_id: str, messages: Sequence[Message], d: Dialect) -> li
                 usage.output_tokens if usage else None,
                 usage.cache_read_input_tokens if usage else None,
                 usage.cache_creation_input_tokens if usage else None,
-                encode_json(list(tool_calls)) if tool_calls is not None else None,
+                encode_json(tool_calls) if tool_calls is not None else None,
                 message.tool_call_id,
-                encode_json(dict(message.metadata)),
+                encode_json(metadata if type(metadata) is dict else dict(metadata)),
             )
         )
     return rows

@@ -67,6 +67,11 @@ def seeded(tk: Turnkeeper) -> str:
         ({"role": "user", "content": "x", "metadata": {"f": object()}}, "metadata", "JSON"),
         ({"role": "user", "content": "x", "metadata": {"f": [float("nan")]}}, "metadata", "float"),
         ({"role": "user", "content": "x", "metadata": _cycle()}, "metadata", "Circular"),
+        # A key that is not text, nested: it was stored as "1", or (beside a text key) failed
+        # with a bare TypeError when the stored form sorted the keys.
+        ({"role": "user", "content": "x", "metadata": {"a": {1: "x"}}}, "metadata", "key"),
+        ({"role": "user", "content": "x", "metadata": {"a": {1: "x", "b": 2}}}, "metadata", "1"),
+        ({"role": "user", "content": "x", "metadata": {"a": [{None: 1}]}}, "metadata", "None"),
         ({"role": "tool", "content": "42"}, "tool_call_id", "must name the call"),
         ({"role": "user", "content": "x", "tool_call_id": "c"}, "tool_call_id", "only tool"),
         ({"role": "user", "content": "x", "tool_calls": [{"id": "c"}]}, "tool_calls", "assistant"),
@@ -126,6 +131,8 @@ def test_a_bad_message_inside_a_batch_names_its_index_and_stores_none(
             "metadata",
         ),
         (lambda tk: tk.update_session("seeded", metadata=_nested(300)), "metadata"),
+        (lambda tk: tk.create_session(metadata={"a": {1: "x", "b": "y"}}), "metadata"),
+        (lambda tk: tk.update_session("seeded", metadata={"a": {2: "x"}}), "metadata"),
         (lambda tk: tk.fork("seeded", 1, metadata=_nested(300)), "metadata"),
         (lambda tk: tk.create_session(key="a/b"), "key"),
         (lambda tk: tk.get_or_create_session("a/b"), "key"),

@@ -161,13 +161,18 @@ def check_json(
     and bounds the size. Most values (metadata of a few keys, an item's text, tool calls) are
     plain JSON well under the limit, and the walk is then the whole check: the JSON text is
     made once, where the value is stored. Otherwise the value is encoded to find its exact size
-    or what JSON cannot encode, and `check_storable` names a string no backend stores."""
+    or what JSON cannot encode, `_key_problem` names a key that is not text (the encoder would
+    write `1` as `"1"`, and could not sort `1` beside `"a"` for the stored form), and
+    `check_storable` names a string no backend stores."""
     try:
         bound = _size_bound(value, max_depth, [])
     except _Unfit as exc:
         raise error(field, exc.problem) from None
     if bound <= max_bytes:
         return
+    problem = _key_problem(value)
+    if problem is not None:
+        raise error(field, problem)
     try:
         text = jsonenc.strict(value)
     except (TypeError, ValueError) as exc:
@@ -176,6 +181,24 @@ def check_json(
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLarge(field, f"is {size} bytes as JSON; the limit is {max_bytes} bytes")
+
+
+def _key_problem(value: Any) -> str | None:
+    """Why `value` holds an object key that is not a string, or None (JSON's keys are text; the
+    value has passed `_size_bound`, so it nests within bounds and holds no cycle)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"has a key that is not text: {key!r} (JSON object keys are strings)"
+            problem = _key_problem(item)
+            if problem is not None:
+                return problem
+    elif isinstance(value, list | tuple):
+        for item in value:
+            problem = _key_problem(item)
+            if problem is not None:
+                return problem
+    return None
 
 
 def parse_json(text: str, *, levels: int = MAX_JSON_DEPTH) -> Any:

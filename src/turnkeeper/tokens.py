@@ -22,10 +22,11 @@ import hashlib
 import json
 import threading
 import types
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from turnkeeper import _speedups
 from turnkeeper.errors import InvalidConfig
@@ -60,38 +61,17 @@ _CONTEXT_WINDOWS: dict[str, int] = {
 }
 
 
-class TokenCounter(Protocol):
-    """Counts tokens the way one model family does."""
-
-    @property
-    def encoding(self) -> str:
-        """Name of the encoding (e.g. `o200k_base`, or `approx_chars4`)."""
-        ...
-
-    def count_text(self, text: str) -> int:
-        """Tokens of `text` alone."""
-        ...
-
-    def count_message(
-        self,
-        role: str,
-        content: str,
-        *,
-        name: str | None = None,
-        tool_calls: Iterable[Mapping[str, Any]] | None = None,
-        tool_call_id: str | None = None,
-    ) -> int:
-        """Tokens one chat message costs in a prompt, overhead included."""
-        ...
-
-
-class _ChatFormatCounter:
-    """The chat-format arithmetic shared by every counter; subclasses count plain text."""
+class TokenCounter(ABC):
+    """Counts tokens the way one model family does: `count_text` is the encoding's own (a
+    subclass's), and the chat format's overhead around each message (`count_message`) is the
+    same arithmetic for every counter."""
 
     encoding: str
+    """Name of the encoding (e.g. `o200k_base`, or `approx_chars4`)."""
 
+    @abstractmethod
     def count_text(self, text: str) -> int:
-        raise NotImplementedError
+        """Tokens of `text` alone."""
 
     @cached_property
     def _role_tokens(self) -> dict[str, int]:
@@ -115,6 +95,7 @@ class _ChatFormatCounter:
         tool_calls: Iterable[Mapping[str, Any]] | None = None,
         tool_call_id: str | None = None,
     ) -> int:
+        """Tokens one chat message costs in a prompt, overhead included."""
         tokens = TOKENS_PER_MESSAGE + self.count_role(role) + self.count_text(content)
         if name:
             tokens += TOKENS_PER_NAME + self.count_text(name)
@@ -131,7 +112,7 @@ class _ChatFormatCounter:
         return tokens
 
 
-class TiktokenCounter(_ChatFormatCounter):
+class TiktokenCounter(TokenCounter):
     """Exact counts with a tiktoken encoding built from shipped, hash-checked rank files."""
 
     def __init__(self, encoding: str) -> None:
@@ -144,7 +125,7 @@ class TiktokenCounter(_ChatFormatCounter):
         return len(self._encoder.encode_ordinary(text)) if text else 0
 
 
-class ApproxCounter(_ChatFormatCounter):
+class ApproxCounter(TokenCounter):
     """The `chars / 4` rule of thumb, for when speed beats exactness."""
 
     encoding = APPROX_ENCODING

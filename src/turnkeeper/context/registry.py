@@ -7,21 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from turnkeeper.context.relevant import Relevant
-from turnkeeper.context.strategies import (
-    Full,
-    Recent,
-    SlidingWindow,
-    Strategy,
-    Summarize,
-    Truncate,
-)
+from turnkeeper.context.strategies import BUILT_INS, Strategy
 from turnkeeper.errors import InvalidInput
 from turnkeeper.types import StrategyName
 
 
 def built_ins() -> list[Strategy]:
     """A fresh instance of each built-in strategy."""
-    return [Full(), Recent(), SlidingWindow(), Truncate(), Summarize(), Relevant()]
+    return [strategy() for strategy in (*BUILT_INS, Relevant)]
 
 
 class Strategies:

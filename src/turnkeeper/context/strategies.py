@@ -347,3 +347,8 @@ def _without_summary(
     fit_marker(plan, budget, sliding_window_marker, counter)
     cut = None if held is None else cut_of(plan, turns.next_seq())
     return plan.selection(turns.loaded(), cut=cut)
+
+
+BUILT_INS: tuple[type[Strategy], ...] = (Full, Recent, SlidingWindow, Truncate, Summarize)
+"""The built-in strategies this module defines, in the order a service lists them (the
+registry, `context.registry`, adds `relevant`, which builds on them)."""

@@ -92,9 +92,15 @@ def _child() -> None:
 
 
 def _run(checkout: Path) -> dict[str, float]:
+    return child_result([str(Path(__file__).resolve()), "--child"], checkout)
+
+
+def child_result(arguments: list[str], checkout: Path) -> dict[str, float]:
+    """The JSON a child Python process (`python ARGUMENTS`) prints last, run with `checkout`'s
+    turnkeeper first on its path (the bench scripts' `--against` and checkout arguments)."""
     env = dict(os.environ, PYTHONPATH=str(checkout / "src"))
     out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child"],
+        [sys.executable, *arguments],
         env=env,
         capture_output=True,
         text=True,

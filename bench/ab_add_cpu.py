@@ -13,12 +13,10 @@ counter, and times the add after a full garbage collection.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from ab_adapters_cpu import child_result
 
 HERE = Path(__file__).resolve().parent
 SIZES = ("1000", "10000")
@@ -44,16 +42,7 @@ print(json.dumps(spent))
 
 
 def _run(checkout: Path) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(checkout / "src"))
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(HERE)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    result: dict[str, float] = json.loads(out.splitlines()[-1])
-    return result
+    return child_result(["-c", CHILD, str(HERE)], checkout)
 
 
 def main() -> None:

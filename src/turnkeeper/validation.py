@@ -285,20 +285,8 @@ def _size_bound(value: Any, levels: int, enclosing: list[int]) -> float:
 
 
 def _string_bound(text: str) -> float:
-    """`_size_bound` of a string: 6 bytes a character, `_UNSURE` for one no backend stores
-    (`_unstorable`, whose wording only `check_storable` needs)."""
-    if "\x00" in text or not (text.isascii() or _encodes(text)):
-        return _UNSURE
-    return 6 * len(text) + 2
-
-
-def _encodes(text: str) -> bool:
-    """`text` is valid Unicode (no lone surrogate): UTF-8 can encode it."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """`_size_bound` of a string: 6 bytes a character, `_UNSURE` for one no backend stores."""
+    return _UNSURE if _unstorable(text) else 6 * len(text) + 2
 
 
 def check_strategy(value: StrategyName | str) -> StrategyName:

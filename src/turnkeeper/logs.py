@@ -16,9 +16,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 ROOT = "turnkeeper"
+
+LogFormat = Literal["auto", "console", "json"]
+"""How a process turnkeeper owns writes its log lines: JSON, readable console lines, or `auto`
+(console lines on a terminal, JSON otherwise)."""
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+"""The least severe log lines such a process writes (a `logging` level's name, lower case)."""
 
 logging.getLogger(ROOT).addHandler(logging.NullHandler())
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import logging
 from typing import Annotated
 
@@ -18,23 +17,11 @@ from turnkeeper.cli.app import (
     global_options,
 )
 from turnkeeper.config import load_settings
+from turnkeeper.logs import LogFormat, LogLevel
 from turnkeeper.types import ApiKey
 
 keys = typer.Typer(help="Make, list and revoke API keys of the HTTP service.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
-
-
-class LogLevel(enum.StrEnum):
-    debug = "debug"
-    info = "info"
-    warning = "warning"
-    error = "error"
-
-
-class LogFormat(enum.StrEnum):
-    auto = "auto"
-    console = "console"
-    json = "json"
 
 
 @app.command("serve")
@@ -54,13 +41,13 @@ def serve(
     ] = False,
     log_level: Annotated[
         LogLevel, typer.Option("--log-level", help="Least severe log lines shown.")
-    ] = LogLevel.info,
+    ] = "info",
     log_format: Annotated[
         LogFormat,
         typer.Option("--log-format",
                      help="Log lines as JSON, or readable console lines; auto: console on a "
                      "terminal, JSON otherwise."),
-    ] = LogFormat.auto,
+    ] = "auto",
     workers: Annotated[
         int,
         typer.Option("--workers", metavar="N", min=1, max=64,
@@ -77,7 +64,7 @@ def serve(
     db = db or global_options().db
     settings = load_settings(database_url=db, host=host, port=port, auth=False if no_auth else None)
     sock = run.bind(settings)
-    configure_logging(logging.getLevelNamesMapping()[log_level.upper()], log_format.value)
+    configure_logging(logging.getLevelNamesMapping()[log_level.upper()], log_format)
     url = run.url_of(sock)
     processes = f" ({workers} workers)" if workers > 1 else ""
     typer.echo(

@@ -25,19 +25,17 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, MutableMapping
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from starlette.types import Message, Receive, Scope, Send
 
 from turnkeeper import metrics, telemetry
-from turnkeeper.logs import ROOT, LogEvent, get_logger, send_to, snapshot
+from turnkeeper.logs import ROOT, LogEvent, LogFormat, get_logger, send_to, snapshot
 from turnkeeper.server.asgi import HTTPMiddleware
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-LogFormat = Literal["auto", "console", "json"]
 
 _SERVED_LOGGERS = (ROOT, "uvicorn", "uvicorn.error")
 

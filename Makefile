@@ -7,7 +7,12 @@ HASH   := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 RUN_STAMP  := $(VENV)/.installed-run-$(HASH)
 TEST_STAMP := $(VENV)/.installed-test-$(HASH)
 BENCH_STAMP := $(VENV)/.installed-bench-$(HASH)
-PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+# Packages are installed by uv, which pip installs into the virtualenv first (uv>=0.5, 38 MB): it
+# sets up the test tooling in about 15 s where pip took 47-65 s on this machine, most of that
+# pip weighing every file PyPI lists for each of the 140 packages (`make run`'s 38: 7 s, not
+# 18 s). It compiles the packages' bytecode, on every core, as pip did on one.
+UV      := $(BIN)/uv
+INSTALL := $(UV) pip install --quiet --python $(BIN)/python --compile-bytecode
 
 PORT ?= 8000
 DB   ?= sqlite:///$(CURDIR)/demo.db
@@ -18,12 +23,15 @@ TEST_WORKERS ?= 4
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) -e ".[server]"
+$(UV): | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv>=0.5"
+
+$(RUN_STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e ".[server]"
 	rm -f $(VENV)/.installed-run-* && touch $(RUN_STAMP)
 
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) -e ".[test]"
+$(TEST_STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e ".[test]"
 	rm -f $(VENV)/.installed-* && touch $(TEST_STAMP) $(RUN_STAMP)
 
 setup: $(TEST_STAMP)
@@ -31,7 +39,7 @@ setup: $(TEST_STAMP)
 # The benchmarks' own packages (the `bench` extra: the anchors' libraries, matplotlib), on top of
 # the test set-up; `make test` and `make run` never install them.
 $(BENCH_STAMP): $(TEST_STAMP)
-	$(PIP) -e ".[test,bench]"
+	$(INSTALL) -e ".[test,bench]"
 	touch $(BENCH_STAMP)
 
 run: $(RUN_STAMP) ## The demo in its own database ($(DB)), then the service on it: make run PORT=9000

@@ -10,6 +10,7 @@ import json
 import shutil
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -238,7 +239,11 @@ def test_the_async_face_erases_and_holds_too(tk: Turnkeeper) -> None:
 def test_appends_racing_an_erasure_never_bring_the_session_back(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
 ) -> None:
-    settings = _settings(backend, request, tmp_path)
+    # Three writers hammer the connection pool while the erasure waits its turns for one: with
+    # every core of the machine busy (the whole suite), such a wait passed the default 2 s once.
+    settings = _settings(backend, request, tmp_path).model_copy(
+        update={"postgres_acquire_timeout": timedelta(seconds=30)}
+    )
     tk = Turnkeeper(open_store(settings.database_url, settings), settings, clock=clock)
     session = _conversation(tk, "clinic", "patient-7", "racing")
     outcomes: list[str] = []

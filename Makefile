@@ -65,8 +65,9 @@ chromium: ## The system Chromium the browser tests drive (installed with apt-get
 # The suite runs on TEST_WORKERS processes (pytest-xdist; `make test TEST_WORKERS=1` for one).
 # Four, on two cores: most of a test's time is spent waiting on the servers and subprocesses it
 # starts, and four workers took 9:17 where two took 12:00 on this machine (same suite). On a
-# fresh clone, `CI=true make test` takes 7:43-8:47 there (three runs; the set-up, then 6:53-7:37
-# of tests alongside the checks), the machine's two cores busy throughout.
+# fresh clone, `CI=true make test` took 7:43-8:47 there on one day (set-up with pip, 47 s), and
+# 9:26-10:00 on a slower day (set-up with uv, 20 s), when the code before uv took 12:07 between
+# those two runs: the machine is shared, and its two cores are busy throughout the suite.
 # Bytecode is written for the run even where PYTHONDONTWRITEBYTECODE is set: the tests start
 # `turnkeeper` as a subprocess hundreds of times, and each would compile the package anew.
 # The checks (lint, typecheck, docs) run at the same time as the tests, one after another in

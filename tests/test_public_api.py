@@ -13,8 +13,8 @@ def test_public_names_are_pinned() -> None:
             "IdempotencyKeyReused", "InvalidConfig", "InvalidInput", "InvalidMessage", "Message",
             "NewMessage",
             "NotFound", "Page", "ProjectStats", "Role", "SeqConflict", "SeqRanges", "Session",
-            "SessionExpired", "SessionNotFound", "SessionStats", "SessionStatus", "Settings",
-            "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError",
+            "SessionExpired", "SessionHeld", "SessionNotFound", "SessionStats", "SessionStatus",
+            "Settings", "Store", "StrategyName", "Summarizer", "Turnkeeper", "TurnkeeperError",
             "Unauthenticated", "UpstreamError", "UpstreamTimeout", "Usage",
             "__version__", "load_settings", "to_anthropic", "to_openai",
             # multi-agent conversations and durable summaries
@@ -56,7 +56,7 @@ def test_every_error_is_a_turnkeeper_error() -> None:
         for value in (getattr(turnkeeper, name) for name in turnkeeper.__all__)
         if isinstance(value, type) and issubclass(value, Exception)
     ]
-    assert len(exceptions) == 20
+    assert len(exceptions) == 21
     for error in exceptions:
         assert issubclass(error, turnkeeper.TurnkeeperError), error
 

@@ -11,6 +11,7 @@ of them.
     │       └── SessionErased    (the id is a tombstone: erased, never to come back; HTTP 410)
     ├── SessionExpired
     ├── Conflict                 (key taken, expected_last_seq stale, id reused, archived)
+    │   ├── SessionHeld          (a legal hold keeps the session from delete and reset)
     │   ├── SeqConflict
     │   └── TurnInProgress       (another request is still answering this chat turn)
     ├── InvalidInput             (bad value supplied by a caller; names the field)
@@ -80,6 +81,18 @@ class SessionExpired(TurnkeeperError):
 
 class Conflict(TurnkeeperError):
     """The request is well-formed but clashes with the stored state."""
+
+
+class SessionHeld(Conflict):
+    """The session is under a legal hold (its own or its project's): deleting or resetting it
+    would destroy what the hold keeps. Release the hold first."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id} is under a legal hold: it can be deleted or reset once the "
+            "hold is released"
+        )
+        self.session_id = session_id
 
 
 class SeqConflict(Conflict):

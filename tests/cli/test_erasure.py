@@ -126,6 +126,14 @@ def test_bad_erase_input_is_one_line_naming_the_field(
     assert len(_json(tk("history", kept, "--json"))["messages"]) == 1
 
 
+def test_a_held_session_is_not_deleted_or_reset_one_line_each(tk: Any, db: str) -> None:
+    held = _session(db, "clinic", "patient-7", "kept")
+    _ok(tk("hold", held))
+    for command in (("sessions", "delete", held, "--yes"), ("sessions", "reset", held)):
+        assert "legal hold" in _error(tk(*command))
+    assert len(_json(tk("history", held, "--json"))["messages"]) == 1
+
+
 def test_unknown_sessions_and_hold_targets_are_one_line_each(tk: Any) -> None:
     assert "not found" in _error(tk("erase", "--session", "no-such-session"))
     assert _error(tk("hold")).startswith("error: session")

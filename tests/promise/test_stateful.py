@@ -44,6 +44,7 @@ from turnkeeper.errors import (
     InvalidInput,
     InvalidMessage,
     SessionErased,
+    SessionHeld,
 )
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import ContextMessage, ContextWindow, NewMessage, Role, StrategyName
@@ -286,8 +287,11 @@ class Conversation(RuleBasedStateMachine):
     def _erase(self, root: str, *, hold: bool) -> None:
         STEPS["erase_line"] += 1
         family = [root, *self._branches_of(root)]
-        if hold:
+        if hold:  # and while it holds, neither a delete nor a reset by hand takes the line
             self.tk.set_legal_hold(root, True)
+            for refused in (self.tk.delete_session, self.tk.reset_session):
+                with pytest.raises(SessionHeld):
+                    refused(root)
         receipt = self.tk.erase(session=root)
         if hold:
             self.tk.set_legal_hold(root, False)

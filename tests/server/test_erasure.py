@@ -91,6 +91,20 @@ def test_legal_holds_keep_sessions_and_the_receipt_lists_them(service: Service) 
         _problem(alpha.put(f"/v1/sessions/{held}/legal-hold"), 410)
 
 
+def test_a_held_session_refuses_delete_and_reset_with_409(service: Service) -> None:
+    with service.client("a") as alpha:
+        held = _session(alpha, "patient-4", "held")
+        assert alpha.put(f"/v1/sessions/{held}/legal-hold").status_code == 200
+        for refused in (
+            alpha.delete(f"/v1/sessions/{held}"),
+            alpha.post(f"/v1/sessions/{held}/reset", json={}),
+        ):
+            assert "legal hold" in _problem(refused, 409)["detail"]
+        assert alpha.get(f"/v1/sessions/{held}").json()["message_count"] == 1
+        assert alpha.delete(f"/v1/sessions/{held}/legal-hold").status_code == 204
+        assert alpha.delete(f"/v1/sessions/{held}").status_code == 204
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

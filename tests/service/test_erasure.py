@@ -21,7 +21,13 @@ from turnkeeper.assemble import open_store
 from turnkeeper.cache import CachedStore, keys
 from turnkeeper.config import Settings, load_settings
 from turnkeeper.encryption.keys import generate_master_key
-from turnkeeper.errors import InvalidInput, KeyUnavailable, SessionErased, SessionNotFound
+from turnkeeper.errors import (
+    InvalidInput,
+    KeyUnavailable,
+    SessionErased,
+    SessionHeld,
+    SessionNotFound,
+)
 from turnkeeper.service.aio import AsyncTurnkeeper
 from turnkeeper.service.facade import Turnkeeper
 from turnkeeper.storage.search import SearchStore
@@ -134,6 +140,28 @@ def test_a_legal_hold_keeps_sessions_whole_and_the_receipt_says_so(tk: Turnkeepe
     assert tk.set_legal_hold(project="clinic", held=False) is None
     assert tk.legal_holds(project="clinic") == []
     assert tk.erase(session=held.id).sessions == (held.id,)
+
+
+def test_a_legal_hold_keeps_a_session_from_delete_and_reset_by_hand(tk: Turnkeeper) -> None:
+    held = _conversation(tk, "clinic", "patient-7", "held")
+    before = tk.history(held)
+    assert len(before) == 3
+    for hold in (
+        lambda on: tk.set_legal_hold(held, on),
+        lambda on: tk.set_legal_hold(project="clinic", held=on),
+    ):
+        hold(True)
+        with pytest.raises(SessionHeld, match="legal hold") as refused:
+            tk.delete_session(held.id)
+        assert refused.value.session_id == held.id
+        with pytest.raises(SessionHeld):
+            tk.reset_session(held, project="clinic")
+        assert tk.history(held) == before and tk.get_session(held.id).message_count == 3
+        hold(False)
+    assert tk.reset_session(held).message_count == 0
+    tk.delete_session(held.id)
+    with pytest.raises(SessionNotFound):
+        tk.get_session(held.id)
 
 
 def test_a_dry_run_changes_nothing_and_counts_what_the_erasure_then_removes(

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from turnkeeper.errors import InvalidInput, SessionNotFound
+from turnkeeper.errors import InvalidInput, SessionHeld, SessionNotFound
 from turnkeeper.service.core import (
     MAX_PAGE,
     AgentPositions,
@@ -21,7 +21,7 @@ from turnkeeper.service.core import (
     one_of,
     refuse_expired,
 )
-from turnkeeper.storage.base import AdminStore, require
+from turnkeeper.storage.base import AdminStore, ErasureStore, require
 from turnkeeper.types import (
     UNSET,
     JSONObject,
@@ -215,8 +215,10 @@ class Sessions:
     def reset_session(
         self, ref: SessionRef, *, keep_system_message: bool = False, project: str | None = None
     ) -> Session:
-        """Clear the messages, keeping the session (and, if asked, its first system message)."""
+        """Clear the messages, keeping the session (and, if asked, its first system message).
+        Refused (`SessionHeld`) while a legal hold covers the session."""
         session = self.core.get_session(ref, project=project)
+        self._refuse_held(session.id)
         return self.core.present(
             self.core.store.reset_session(
                 session.id, keep_system_message=keep_system_message, now=self.core.now()
@@ -231,8 +233,18 @@ class Sessions:
         return self.core.store.set_status(session.id, SessionStatus.ARCHIVED, now=self.core.now())
 
     def delete_session(self, ref: SessionRef, *, project: str | None = None) -> None:
-        """Delete the session and its messages."""
-        self.core.store.delete_session(self.core.get_session(ref, project=project).id)
+        """Delete the session and its messages. Refused (`SessionHeld`) while a legal hold
+        covers the session."""
+        session_id = self.core.get_session(ref, project=project).id
+        self._refuse_held(session_id)
+        self.core.store.delete_session(session_id)
+
+    def _refuse_held(self, session_id: str) -> None:
+        """A legal hold keeps a session's messages from every deletion, not only from erasure
+        and retention (a store without holds, no `ErasureStore`, holds nothing)."""
+        store = self.core.store
+        if isinstance(store, ErasureStore) and store.held_sessions([session_id]):
+            raise SessionHeld(session_id)
 
     def session_stats(self, ref: SessionRef, *, project: str | None = None) -> SessionStats:
         """Message counts (by role, user-facing vs internal), token totals, time span, and

@@ -24,7 +24,7 @@ from turnkeeper.assemble import open_store
 from turnkeeper.config import load_settings
 from turnkeeper.encryption.keys import generate_master_key
 from turnkeeper.encryption.store import EncryptedStore
-from turnkeeper.errors import InvalidConfig, KeyUnavailable, Unsupported
+from turnkeeper.errors import InvalidConfig, KeyDestroyed, KeyUnavailable, Unsupported
 from turnkeeper.storage.base import FullStore
 from turnkeeper.testing import NOW, EncryptionContract, FullStoreContract, draft, new_session
 from turnkeeper.testing.encryption import CANARIES
@@ -406,6 +406,29 @@ def test_sealing_keeps_every_other_field_of_a_draft_and_a_message() -> None:
     for field in dataclasses.fields(opened):
         expected = getattr(full, field.name, getattr(stored, field.name))
         assert getattr(opened, field.name) == expected, field.name
+
+
+def test_a_writer_racing_the_first_sealed_append_takes_its_key_not_a_destroyed_one() -> None:
+    """Two writers append to a new session at once: one finds no key, and by the time it looks
+    at the messages the other has stored its key and sealed a message with it. That is the
+    other writer's key, not a destroyed one (this raised `KeyDestroyed` under a loaded
+    suite's concurrent appenders)."""
+    from turnkeeper.encryption.keys import parse_master_keys
+    from turnkeeper.encryption.keystore import MemoryKeyStore
+    from turnkeeper.encryption.store import SessionKeys
+
+    store = MemoryKeyStore()
+    slow = SessionKeys(parse_master_keys(KEY), store)
+    fast = SessionKeys(slow.master, store)  # another process over the same key store
+
+    def sealed_meanwhile(session_id: str) -> bool:
+        fast.for_write(session_id)  # the other writer stores its key, then seals with it
+        return True
+
+    assert slow.for_write("s-1", sealed_meanwhile).material == fast.for_write("s-1").material
+    destroyed = SessionKeys(slow.master, MemoryKeyStore())  # no key, and none coming
+    with pytest.raises(KeyDestroyed):
+        destroyed.for_write("s-2", lambda session_id: True)
 
 
 def vars_of(value: Any) -> dict[str, Any]:

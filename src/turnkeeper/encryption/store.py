@@ -64,13 +64,19 @@ class SessionKeys:
         """The session's data key, made and stored on its first sealed write (first writer
         wins, across processes) — unless `holds_sealed` says the session already has sealed
         values: then its key was destroyed (`KeyDestroyed`: a restored backup's session), and
-        a new key would leave it half readable."""
+        a new key would leave it half readable.
+
+        A key is stored before anything is sealed with it, so sealed values seen after the key
+        store said "no key" may be another writer's, made with a key stored in between: the key
+        store is asked again before the key is taken for destroyed."""
         key = self._open.get(session_id)
         if key is None:
             row = self.store.find(session_id)
-            if row is None:
-                if holds_sealed is not None and holds_sealed(session_id):
+            if row is None and holds_sealed is not None and holds_sealed(session_id):
+                row = self.store.find(session_id)
+                if row is None:
                     raise KeyDestroyed(session_id)
+            if row is None:
                 row = self.store.add(session_id, wrap_row(self.master, DataKey.new(session_id)))
             key = self._remember(session_id, unwrap_row(self.master, row))
         return key

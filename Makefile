@@ -16,7 +16,7 @@ INSTALL := $(UV) pip install --quiet --python $(BIN)/python --compile-bytecode
 
 PORT ?= 8000
 DB   ?= sqlite:///$(CURDIR)/demo.db
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 
 .PHONY: run test test-long bench lint typecheck docs setup services chromium clean
 
@@ -63,11 +63,11 @@ chromium: ## The system Chromium the browser tests drive (installed with apt-get
 	@sh scripts/chromium.sh
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist; `make test TEST_WORKERS=1` for one).
-# Four, on two cores: most of a test's time is spent waiting on the servers and subprocesses it
-# starts, and four workers took 9:17 where two took 12:00 on this machine (same suite). On a
-# fresh clone, `CI=true make test` took 7:43-8:47 there on one day (set-up with pip, 47 s), and
-# 9:26-10:00 on a slower day (set-up with uv, 20 s), when the code before uv took 12:07 between
-# those two runs: the machine is shared, and its two cores are busy throughout the suite.
+# Five, on two cores: most of a test's time is spent waiting on the servers and subprocesses it
+# starts. Four workers took 9:17 where two took 12:00 on this machine (same suite); on fresh
+# clones of one commit, `CI=true make test` took 8:04 and 8:02 with four workers and 7:42 with
+# five, run between those two (four left the cores 15% idle). The machine is shared: on a
+# slower day the same kind of run took 9:26-10:00 (and the code before uv 12:07).
 # Bytecode is written for the run even where PYTHONDONTWRITEBYTECODE is set: the tests start
 # `turnkeeper` as a subprocess hundreds of times, and each would compile the package anew.
 # The checks (lint, typecheck, docs) run at the same time as the tests, one after another in

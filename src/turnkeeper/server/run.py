@@ -200,6 +200,10 @@ def _say_ready(pipe: int) -> None:
     os.close(pipe)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop the service: the supervisor passes them on to its workers."""
+
+
 class Supervisor:
     """Forks `workers` processes serving on `sock` and keeps them running (see the module):
     a worker that dies is replaced, after a delay that grows while it keeps dying young; the
@@ -221,7 +225,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Until every worker has stopped; returns the exit status for the service."""
-        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, self._stop) for sig in STOP_SIGNALS}
         try:
             for index in range(self.workers):
                 self._start(index)
@@ -295,13 +299,23 @@ class Supervisor:
                 self._start(index)
 
     def _start(self, index: int) -> None:
+        """Fork worker `index`. SIGINT and SIGTERM are blocked across the fork: a worker
+        signalled before it has its own handlers would otherwise run the supervisor's (`_stop`,
+        inherited) and serve on, deaf to the stop; blocked, the signal waits, and kills it as
+        soon as its handlers are the default ones again."""
         ready, tell_ready = os.pipe()
-        pid = os.fork()
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            raise
         if pid == 0:  # the worker: serve, and never return into the supervisor's code
             code = 0
             try:
-                for sig in (signal.SIGINT, signal.SIGTERM):
+                for sig in STOP_SIGNALS:
                     signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
                 _stop_with_parent()
                 os.close(ready)
                 for other in self.children.values():
@@ -320,6 +334,7 @@ class Supervisor:
         os.close(tell_ready)
         os.set_blocking(ready, False)
         self.children[pid] = Worker(index, pid, time.monotonic(), ready)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a pending one stops it too
         if self.stopping:  # a signal came while it was being forked
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)

@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import uvicorn
 
@@ -307,37 +307,40 @@ class Supervisor:
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             pid = os.fork()
-        except BaseException:
+            if pid == 0:  # the worker: serve, and never return into the supervisor's code
+                self._work(index, ready, tell_ready)
+            os.close(tell_ready)
+            os.set_blocking(ready, False)
+            self.children[pid] = Worker(index, pid, time.monotonic(), ready)
+        finally:  # in the supervisor: a signal that came meanwhile is handled now
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            raise
-        if pid == 0:  # the worker: serve, and never return into the supervisor's code
-            code = 0
-            try:
-                for sig in STOP_SIGNALS:
-                    signal.signal(sig, signal.SIG_DFL)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-                _stop_with_parent()
-                os.close(ready)
-                for other in self.children.values():
-                    os.close(other.ready_pipe)
-                on_ready = functools.partial(_say_ready, tell_ready)
-                _run(self.factory(index), self.settings, self.sock, on_ready)
-            except SystemExit as exc:  # uvicorn's, when the app failed to start: it logged why
-                code = exc.code if isinstance(exc.code, int) else 1
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        os.close(tell_ready)
-        os.set_blocking(ready, False)
-        self.children[pid] = Worker(index, pid, time.monotonic(), ready)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a pending one stops it too
         if self.stopping:  # a signal came while it was being forked
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+
+    def _work(self, index: int, ready: int, tell_ready: int) -> NoReturn:
+        """A forked worker's life: default handlers for the stop signals (blocked until
+        then), serve, exit."""
+        code = 0
+        try:
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            _stop_with_parent()
+            os.close(ready)
+            for other in self.children.values():
+                os.close(other.ready_pipe)
+            on_ready = functools.partial(_say_ready, tell_ready)
+            _run(self.factory(index), self.settings, self.sock, on_ready)
+        except SystemExit as exc:  # uvicorn's, when the app failed to start: it logged why
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         """Stop every worker (each finishes its requests and its app's shutdown)."""

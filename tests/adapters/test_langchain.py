@@ -27,6 +27,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from tests.conftest import Clock, run_async
 from turnkeeper.adapters import MissingExtra, TurnkeeperChatMessageHistory
+from turnkeeper.errors import SessionHeld
 from turnkeeper.service import Turnkeeper
 from turnkeeper.types import Role
 
@@ -98,6 +99,15 @@ def test_clear_empties_the_session_and_it_is_a_chat_history(tk: Turnkeeper) -> N
     assert tk.get_session("chat-1", project="bots").kind == "langchain"
     history.clear()
     assert history.messages == [] and tk.get_session("chat-1", project="bots").message_count == 0
+
+
+def test_clear_leaves_a_session_under_a_legal_hold_whole(tk: Turnkeeper) -> None:
+    history = TurnkeeperChatMessageHistory("chat-held", tk, project="bots")
+    history.add_user_message("keep me")
+    tk.set_legal_hold(project="bots", held=True)
+    with pytest.raises(SessionHeld):
+        history.clear()
+    assert [m.content for m in history.messages] == ["keep me"]
 
 
 def test_messages_other_writers_appended_come_back_as_langchain_messages(tk: Turnkeeper) -> None:
